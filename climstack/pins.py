@@ -1,0 +1,68 @@
+"""Pinned versions of Spack and its builtin package repository, and where they come from.
+
+Every environment, container recipe and test uses these pins. Sources are git URLs;
+air-gapped centres override them with environment variables (a local mirror or a path).
+"""
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class GitPin:
+    name: str  # cache directory name prefix and human name
+    url_variable: str  # environment variable that overrides the URL
+    default_url: str
+    tag: str
+    commit: str  # full sha the tag must resolve to
+
+    @property
+    def url(self) -> str:
+        return os.environ.get(self.url_variable) or self.default_url
+
+    @property
+    def cache_name(self) -> str:
+        return f"{self.name}-{self.tag}"
+
+
+SPACK = GitPin(
+    name="spack",
+    url_variable="CLIMSTACK_SPACK_GIT",
+    default_url="https://github.com/spack/spack.git",
+    tag="v1.1.0",
+    commit="2e907202bcc8209a6a62243aab50c179b524cc3b",
+)
+SPACK_VERSION = "1.1.0"
+
+SPACK_PACKAGES = GitPin(
+    name="spack-packages",
+    url_variable="CLIMSTACK_SPACK_PACKAGES_GIT",
+    default_url="https://github.com/spack/spack-packages.git",
+    tag="v2025.11.0",  # the head of branch releases/v2025.11 that Spack v1.1 expects
+    commit="119680aeee8ea802c6111b7167583bddef97e82f",
+)
+
+
+def cache_dir() -> Path:
+    """User-level cache holding the clones, shared by every checkout of this project."""
+    explicit = os.environ.get("CLIMSTACK_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "climstack"
+
+
+def spack_root() -> Path:
+    return cache_dir() / SPACK.cache_name
+
+
+def builtin_repo_root() -> Path:
+    return cache_dir() / SPACK_PACKAGES.cache_name / "repos" / "spack_repo" / "builtin"
+
+
+def spack_user_cache() -> Path:
+    """Spack's misc cache (the ~100 s repo index) lives here so fresh clones reuse it."""
+    return cache_dir() / "spack-user-cache"
