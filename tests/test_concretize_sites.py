@@ -1,0 +1,66 @@
+"""Every environment concretizes --fresh, offline, the same on any host (real Spack)."""
+
+import pytest
+from conftest import lock_nodes, roots
+
+#: site -> (target, OS of the Cray PE externals)
+CRAY_SITES = {"archer2": ("zen2", "sles15"), "gaea": ("zen3", "sles15")}
+#: packages that on a Cray site must come from the Cray PE, never be built
+CRAY_PE = {"cray-mpich", "cray-pmi", "libfabric", "xpmem", "hdf5", "netcdf-c",
+           "netcdf-fortran", "cray-libsci", "gcc", "cce"}
+BENCHMARKS = {"osu-micro-benchmarks", "mpibench", "netcdf-bench", "benchio"}
+STACK = {"hdf5", "netcdf-c", "netcdf-fortran"}
+
+
+def by_name(lock):
+    nodes = {}
+    for node in lock_nodes(lock):
+        nodes.setdefault(node["name"], []).append(node)
+    return nodes
+
+
+def mpi_providers(lock):
+    specs = lock["concrete_specs"]
+    return {
+        specs[dep["hash"]]["name"]
+        for node in lock_nodes(lock)
+        for dep in node.get("dependencies", [])
+        if "mpi" in dep["parameters"].get("virtuals", [])
+    }
+
+
+@pytest.mark.parametrize("site", sorted(CRAY_SITES))
+def test_cray_site_uses_the_cray_pe(concretized, site):
+    target, cray_os = CRAY_SITES[site]
+    lock = concretized(site)
+    nodes = by_name(lock)
+
+    assert mpi_providers(lock) == {"cray-mpich"}
+    for name in STACK | {"cray-mpich"}:
+        (node,) = nodes[name]
+        assert "external" in node, f"{name} was not taken from the Cray PE"
+        assert node["external"]["path"].startswith("/opt/cray/"), node["external"]
+    assert nodes["hdf5"][0]["parameters"]["mpi"] and nodes["hdf5"][0]["parameters"]["fortran"]
+    assert nodes["netcdf-c"][0]["parameters"]["mpi"]
+
+    built_pe = [n["name"] for n in lock_nodes(lock) if n["name"] in CRAY_PE and "external" not in n]
+    assert built_pe == [], f"Cray PE packages would be built from source: {built_pe}"
+
+    wrong_target = {n["name"] for n in lock_nodes(lock) if n["arch"]["target"]["name"] != target}
+    assert not wrong_target, f"not target={target}: {wrong_target}"
+    wrong_os = {n["name"] for n in lock_nodes(lock) if n["arch"]["platform_os"] != cray_os}
+    assert not wrong_os, f"not os={cray_os}: {wrong_os}"
+
+    assert BENCHMARKS <= {r["name"] for r in roots(lock)}
+
+
+def test_local_site_uses_debian_packages(concretized):
+    lock = concretized("local")
+    nodes = by_name(lock)
+    assert mpi_providers(lock) == {"mpich"}
+    (mpich,) = nodes["mpich"]
+    assert mpich["external"]["path"] == "/usr" and mpich["version"] == "4.0.2"
+    (hdf5,) = nodes["hdf5"]
+    assert hdf5["external"]["path"].endswith("hdf5/mpich")
+    assert "openmpi" not in nodes
+    assert BENCHMARKS <= {r["name"] for r in roots(lock)}
