@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from climstack import environments
+from climstack import environments, smoke
 from climstack.errors import ClimstackError
 
 
@@ -19,6 +19,11 @@ def _concretize(args) -> None:
         print(f"{name}: concretized --fresh in {seconds:.1f} s")
 
 
+def _smoke(args) -> None:
+    env_dir = environments.resolve(args.environment)
+    print(smoke.run_probe(smoke.install(env_dir)), end="")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="climstack", description=__doc__)
     commands = top.add_subparsers(dest="command", required=True)
@@ -30,6 +35,10 @@ def parser() -> argparse.ArgumentParser:
     concretize = commands.add_parser("concretize", help="concretize environments --fresh")
     concretize.add_argument("environments", nargs="*", help="names or directories (default: all)")
     concretize.set_defaults(run=_concretize)
+
+    smoke_cmd = commands.add_parser("smoke", help="install xpmem-stub + mpi-probe, run 2 ranks")
+    smoke_cmd.add_argument("environment", nargs="?", default="local")
+    smoke_cmd.set_defaults(run=_smoke)
     return top
 
 

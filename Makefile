@@ -1,0 +1,18 @@
+# The two commands a newcomer needs (see README.md):
+#   make local   set up, concretize every environment, emit the container recipes,
+#                install and run the local smoke slice
+#   make test    set up, run the test suite
+.PHONY: setup local test bench
+
+setup:
+	bin/setup
+
+local: setup
+	bin/climstack concretize
+	bin/climstack smoke local
+
+test: setup
+	.venv/bin/python -m pytest -v tests
+
+bench: setup
+	.venv/bin/python benchmarks/concretize_times.py
