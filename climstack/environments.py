@@ -99,3 +99,19 @@ def concretize(env_dir: Path) -> float:
     start = time.monotonic()
     spack.run("concretize", "--fresh", "--force", env=env_dir)
     return time.monotonic() - start
+
+
+def register(commands) -> None:
+    def run_check(args):
+        for name in args.environments or find_environments():
+            print(f"{name}: ok (site {check(resolve(name))})")
+
+    def run_concretize(args):
+        for name in args.environments or find_environments():
+            print(f"{name}: concretized --fresh in {concretize(resolve(name)):.1f} s")
+
+    for command, run, text in (("check", run_check, "check environments' site and scopes"),
+                               ("concretize", run_concretize, "concretize environments --fresh")):
+        sub = commands.add_parser(command, help=text)
+        sub.add_argument("environments", nargs="*", help="names or directories (default: all)")
+        sub.set_defaults(run=run)

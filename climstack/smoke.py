@@ -25,3 +25,14 @@ def run_probe(prefix: Path, ranks: int = 2, launcher: str = "mpirun") -> str:
     if proc.returncode != 0:
         raise ClimstackError(f"mpi-probe failed under {launcher}: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def register(commands) -> None:
+    def run(args):
+        from climstack import environments
+
+        print(run_probe(install(environments.resolve(args.environment))), end="")
+
+    sub = commands.add_parser("smoke", help="install xpmem-stub + mpi-probe, run it on 2 ranks")
+    sub.add_argument("environment", nargs="?", default="local")
+    sub.set_defaults(run=run)
