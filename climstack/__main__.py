@@ -13,6 +13,7 @@ from climstack.errors import ClimstackError
 COMMAND_MODULES = (
     "climstack.environments",
     "climstack.smoke",
+    "climstack.containers",
 )
 
 

@@ -11,11 +11,11 @@ SPACK = PROJECT_ROOT / "bin" / "spack"
 
 
 def run(*args: str, env: Path | None = None, extra_env: dict | None = None,
-        check: bool = True, timeout: int = 3600) -> subprocess.CompletedProcess:
+        check: bool = True, timeout: int = 3600, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run `spack [-e env] args...`, returning the completed process (text output)."""
     command = [str(SPACK)] + (["-e", str(env)] if env else []) + list(args)
     proc = subprocess.run(
-        command, capture_output=True, text=True, timeout=timeout,
+        command, capture_output=True, text=True, timeout=timeout, cwd=cwd,
         env={**os.environ, **(extra_env or {})},
     )
     if check and proc.returncode != 0:

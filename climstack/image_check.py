@@ -1,0 +1,141 @@
+"""Bind-model ELF properties of a container's software, checked and (for xpmem) fixed.
+
+Every MPI executable must (1) list libxpmem.so.0 in DT_NEEDED, so that Cray MPICH enables
+XPMEM single-copy transfers, and (2) find its MPI through DT_RUNPATH, never DT_RPATH, so
+that the launcher's LD_LIBRARY_PATH (the bound host MPICH) wins.
+
+This module needs only the standard library and pyelftools: the image's %post and %test
+run it as `python3 -m climstack.image_check` (Debian's python3-pyelftools).
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+#: SONAMEs of the MPICH ABI (libmpi.so.12 and its Fortran/C++ companions)
+MPI_SONAMES = {"libmpi.so.12", "libmpifort.so.12", "libmpicxx.so.12", "libmpich.so.12"}
+XPMEM_SONAME = "libxpmem.so.0"
+
+
+@dataclass
+class ElfInfo:
+    path: Path
+    soname: str = ""
+    needed: list[str] = field(default_factory=list)
+    rpath: list[str] = field(default_factory=list)
+    runpath: list[str] = field(default_factory=list)
+    executable: bool = False  # has a program interpreter (PT_INTERP)
+
+
+def read_elf(path: Path) -> ElfInfo | None:
+    """Dynamic-section facts of an ELF file, or None if it is not a dynamic ELF file."""
+    try:
+        with open(path, "rb") as stream:
+            if stream.read(4) != b"\x7fELF":
+                return None
+            stream.seek(0)
+            elf = ELFFile(stream)
+            info = ElfInfo(path=path)
+            info.executable = any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
+            dynamic = next((s for s in elf.iter_sections() if isinstance(s, DynamicSection)), None)
+            if dynamic is None:
+                return None
+            for tag in dynamic.iter_tags():
+                if tag.entry.d_tag == "DT_NEEDED":
+                    info.needed.append(tag.needed)
+                elif tag.entry.d_tag == "DT_SONAME":
+                    info.soname = tag.soname
+                elif tag.entry.d_tag == "DT_RPATH":
+                    info.rpath = tag.rpath.split(":")
+                elif tag.entry.d_tag == "DT_RUNPATH":
+                    info.runpath = tag.runpath.split(":")
+            return info
+    except (ELFError, OSError, ValueError):
+        return None
+
+
+def scan(root: Path) -> list[ElfInfo]:
+    """Every dynamic ELF file under root (symlinks followed once, each file read once)."""
+    seen, found = set(), []
+    for directory, _, files in os.walk(root, followlinks=True):
+        for name in files:
+            real = Path(directory, name).resolve()
+            if real in seen or not real.is_file():
+                continue
+            seen.add(real)
+            info = read_elf(real)
+            if info:
+                found.append(info)
+    return found
+
+
+def mpi_users(files: list[ElfInfo]) -> list[ElfInfo]:
+    """Executables that load MPI directly or through a library that does (by SONAME)."""
+    mpi = set(MPI_SONAMES)
+    changed = True
+    while changed:  # grow the set of SONAMEs that pull in MPI until it is closed
+        changed = False
+        for info in files:
+            if info.soname and info.soname not in mpi and mpi.intersection(info.needed):
+                mpi.add(info.soname)
+                changed = True
+    return [f for f in files if f.executable and mpi.intersection(f.needed)]
+
+
+def problems(info: ElfInfo) -> list[str]:
+    found = []
+    if XPMEM_SONAME not in info.needed:
+        found.append(f"DT_NEEDED lacks {XPMEM_SONAME}")
+    if info.rpath:
+        found.append(f"has DT_RPATH {':'.join(info.rpath)} (the host MPI would be ignored)")
+    if not info.runpath:
+        found.append("has no DT_RUNPATH")
+    return found
+
+
+def link_xpmem(files: list[ElfInfo], stub_libdir: Path) -> int:
+    """Add libxpmem.so.0 to DT_NEEDED (and the stub's dir to RUNPATH) of MPI executables."""
+    patched = 0
+    for info in files:
+        if XPMEM_SONAME in info.needed:
+            continue
+        subprocess.run(["patchelf", "--add-needed", XPMEM_SONAME, "--add-rpath",
+                        str(stub_libdir), str(info.path)], check=True)
+        patched += 1
+    return patched
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="climstack.image_check", description=__doc__)
+    parser.add_argument("root", type=Path, help="directory to scan, e.g. /opt/views/view")
+    parser.add_argument("--link-xpmem", type=Path, metavar="STUB_LIBDIR",
+                        help="first add libxpmem.so.0 (from this directory) where missing")
+    args = parser.parse_args(argv)
+    if not args.root.is_dir():
+        print(f"image_check: error: {args.root} is not a directory", file=sys.stderr)
+        return 2
+    executables = mpi_users(scan(args.root))
+    if args.link_xpmem:
+        print(f"linked {XPMEM_SONAME} into {link_xpmem(executables, args.link_xpmem)} files")
+        executables = mpi_users(scan(args.root))
+    failures = 0
+    for info in sorted(executables, key=lambda i: str(i.path)):
+        bad = problems(info)
+        failures += bool(bad)
+        print(f"{'FAIL' if bad else 'ok  '} {info.path}{': ' + '; '.join(bad) if bad else ''}")
+    print(f"{len(executables)} MPI executables checked, {failures} failed")
+    if not executables:
+        print(f"image_check: error: no MPI executables under {args.root}", file=sys.stderr)
+        return 2
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Which ANL MPICH release each Cray MPICH is based on, and the ABI rule we derive from it.
+
+A container's MPICH may be swapped for the host's Cray MPICH only if it exports nothing the
+Cray library lacks. MPICH adds MPI functions in minor releases (4.0: MPI-4.0, 4.1: MPI-4.1,
+5.0: MPI-5.0) and keeps the function set within a minor series, so the rule is: the
+container's MPICH major.minor must not be newer than the Cray MPICH base's major.minor.
+Symbol-level proof for a concrete pair of libraries is `climstack verify`'s job.
+"""
+
+import re
+
+from climstack.errors import ClimstackError
+
+#: (first, last) cray-mpich versions -> ANL MPICH base, with the public source of each claim
+CRAY_MPICH_BASES = (
+    ("8.0.0", "8.1.99", "3.4a2",
+     "HPE Cray MPICH release notes (CPE 23.12-24.07): 'Cray MPICH 8.1.30 is based upon "
+     "ANL MPICH 3.4a2'; the 8.x series keeps that base, 8.0 having introduced it"),
+    ("9.0.0", "9.99.99", "4.1.2",
+     "HPE Cray MPICH 9.0 release notes (CPE 25.03): based upon ANL MPICH 4.1.2"),
+)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """Numeric parts of a version; '3.4a2' -> (3, 4), '8.1.23' -> (8, 1, 23)."""
+    parts = []
+    for piece in version.split("."):
+        match = re.match(r"\d+", piece)
+        if not match:
+            break
+        parts.append(int(match.group()))
+        if match.group() != piece:  # alpha/beta/rc suffix ends the numeric part
+            break
+    return tuple(parts)
+
+
+def base_of(cray_mpich: str) -> tuple[str, str]:
+    """(MPICH base, source) of a cray-mpich version."""
+    wanted = version_tuple(cray_mpich)
+    for first, last, base, source in CRAY_MPICH_BASES:
+        if version_tuple(first) <= wanted <= version_tuple(last):
+            return base, source
+    raise ClimstackError(
+        f"no known ANL MPICH base for cray-mpich {cray_mpich}",
+        fix="add it to CRAY_MPICH_BASES in climstack/mpich_base.py with its HPE source",
+    )
+
+
+def check_container_mpich(container_mpich: str, cray_mpich: str, where: str) -> None:
+    """Refuse a container MPICH newer (major.minor) than the Cray MPICH base."""
+    base, _ = base_of(cray_mpich)
+    series = ".".join(map(str, version_tuple(base)[:2]))
+    if version_tuple(container_mpich)[:2] > version_tuple(base)[:2]:
+        raise ClimstackError(
+            f"{where}: MPICH {container_mpich} is newer than ANL MPICH {base}, the base of the "
+            f"site's cray-mpich {cray_mpich}; applications built against it may call MPI "
+            f"functions the host library lacks",
+            fix=f"pin the container's MPICH to the {series} series, e.g. "
+            f"`packages: mpich: require: ['@{series}:{series}.99']` in its spack.yaml",
+        )
