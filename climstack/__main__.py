@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "climstack.environments",
     "climstack.smoke",
     "climstack.containers",
+    "climstack.image",
 )
 
 

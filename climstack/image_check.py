@@ -106,8 +106,9 @@ def link_xpmem(files: list[ElfInfo], stub_libdir: Path) -> int:
     for info in files:
         if XPMEM_SONAME in info.needed:
             continue
-        subprocess.run(["patchelf", "--add-needed", XPMEM_SONAME, "--add-rpath",
-                        str(stub_libdir), str(info.path)], check=True)
+        # one change per call: patchelf 0.14 (Debian 12) garbles a combined call
+        subprocess.run(["patchelf", "--add-needed", XPMEM_SONAME, str(info.path)], check=True)
+        subprocess.run(["patchelf", "--add-rpath", str(stub_libdir), str(info.path)], check=True)
         patched += 1
     return patched
 
