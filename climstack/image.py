@@ -95,11 +95,14 @@ def _ch_run(image: Path, *command: str, cwd: str = "/") -> subprocess.CompletedP
 
 
 def _stamp(recipe_text: str) -> str:
-    digest = hashlib.sha256(recipe_text.encode())
-    for extra in (pins.PROJECT_ROOT / "containers" / "local-image" / "packages.yaml",
-                  pins.PROJECT_ROOT / "repo" / "packages" / "mpi-probe" / "mpi_probe.c"):
-        digest.update(extra.read_bytes())
-    digest.update(WHEEL_MPICH.encode())
+    """Hash of everything the image is made from: recipe, its %files, the wheel scope."""
+    digest = hashlib.sha256(recipe_text.encode() + WHEEL_MPICH.encode())
+    sources = [source for source, _ in recipe_files(recipe_text)] + ["containers/local-image"]
+    for source in sources:
+        path = pins.PROJECT_ROOT / source
+        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if file.is_file() and "__pycache__" not in file.parts:
+                digest.update(str(file.relative_to(pins.PROJECT_ROOT)).encode() + file.read_bytes())
     return digest.hexdigest()
 
 

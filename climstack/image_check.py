@@ -61,17 +61,38 @@ def read_elf(path: Path) -> ElfInfo | None:
         return None
 
 
-def scan(root: Path) -> list[ElfInfo]:
-    """Every dynamic ELF file under root (symlinks followed once, each file read once)."""
+def resolve_in(sysroot: Path, path: Path) -> Path:
+    """Host path of `path` (absolute, or relative to sysroot) as the image sees it, with
+    symlinks followed inside the image directory `sysroot`."""
+    current = sysroot
+    for part in path.relative_to(path.anchor).parts:
+        current = current / part
+        for _ in range(40):  # the loader's limit on symlink hops
+            if not current.is_symlink():
+                break
+            target = Path(os.readlink(current))
+            current = sysroot / target.relative_to("/") if target.is_absolute() \
+                else current.parent / target
+    return current
+
+
+def scan(root: Path, sysroot: Path | None = None) -> list[ElfInfo]:
+    """Every dynamic ELF file under root, each read once. With `sysroot`, root and every
+    symlink below it are read as inside that image directory."""
+    def resolve(path: Path) -> Path:
+        return resolve_in(sysroot, path.relative_to(sysroot)) if sysroot else path.resolve()
+
     seen, found = set(), []
-    for directory, _, files in os.walk(root, followlinks=True):
-        for name in files:
-            real = Path(directory, name).resolve()
-            if real in seen or not real.is_file():
+    pending = [resolve_in(sysroot, root) if sysroot else root.resolve()]
+    while pending:
+        for entry in sorted(pending.pop().iterdir()):
+            real = resolve(entry)
+            if real in seen:
                 continue
             seen.add(real)
-            info = read_elf(real)
-            if info:
+            if real.is_dir():
+                pending.append(real)
+            elif real.is_file() and (info := read_elf(real)):
                 found.append(info)
     return found
 

@@ -1,0 +1,137 @@
+"""Container recipes: committed output, real parser, embedded environment, MPI ABI guard."""
+
+import json
+import os
+
+import pytest
+import yaml
+from conftest import PROJECT_ROOT
+from spython.main.parse.parsers import SingularityParser
+
+from climstack import containers, environments, mpich_base
+from climstack.errors import ClimstackError
+
+CONTAINER_ENVS = containers.container_environments()
+
+
+def test_there_is_a_container_environment_per_cray_site():
+    assert {"container-archer2", "container-gaea"} <= set(CONTAINER_ENVS)
+
+
+@pytest.mark.parametrize("name", CONTAINER_ENVS)
+def test_committed_recipe_is_what_containerize_emits(name):
+    assert containers.write_recipes([name], check_only=True) == []
+
+
+@pytest.mark.parametrize("name", CONTAINER_ENVS)
+def test_recipe_parses_into_build_and_final_stages(name):
+    env_dir = environments.resolve(name)
+    stages = SingularityParser(str(env_dir / containers.RECIPE)).recipe
+    assert list(stages) == ["build", "final"]
+    build, final = stages["build"], stages["final"]
+    assert build.fromHeader == final.fromHeader == "debian:12"  # glibc 2.36 >= 2.26
+    assert "repo /opt/climstack/repo" in build.files  # our package repo reaches the build
+    assert "site/container /opt/climstack/site/container" in build.files
+    post = "\n".join(build.install)
+    assert "--branch v1.1.0 https://github.com/spack/spack.git" in post
+    assert "2e907202bcc8209a6a62243aab50c179b524cc3b" in post
+    assert "--branch v2025.11.0 https://github.com/spack/spack-packages.git" in post
+    assert "climstack.image_check /opt/views/view" in post and "--link-xpmem" in post
+    assert final.layer_files["build"] == ["/opt/climstack /opt", "/opt/software /opt",
+                                          "/opt/views /opt"]
+    labels = dict(label.split(" ", 1) for label in final.labels)
+    assert labels["org.climstack.target-site"] == containers.target_site(env_dir)
+    assert {"org.climstack.mpich-base", "org.climstack.mpi-abi", "org.climstack.xpmem",
+            "org.climstack.spack"} <= set(labels)
+    assert final.test and final.cmd  # %test and %runscript
+    assert any(e.startswith("LD_LIBRARY_PATH=") for e in final.environ)
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    """Concretize the spack.yaml a recipe writes into the image, laid out as in the image."""
+    done = {}
+
+    def concretize(name):
+        if name not in done:
+            recipe = (environments.resolve(name) / containers.RECIPE).read_text()
+            root = tmp_path_factory.mktemp(name) / "opt" / "climstack"
+            env = root / "containers" / "env"
+            env.mkdir(parents=True)
+            (env / "spack.yaml").write_text(containers.embedded_manifest(recipe))
+            for source, target in __import__("climstack.image").image.recipe_files(recipe):
+                link = root / os.path.relpath(target, "/opt/climstack")
+                link.parent.mkdir(parents=True, exist_ok=True)
+                link.symlink_to(PROJECT_ROOT / source)
+            environments.spack.run("concretize", "--fresh", env=env)
+            done[name] = json.loads((env / "spack.lock").read_text())
+        return done[name]
+
+    return concretize
+
+
+@pytest.mark.parametrize("name", CONTAINER_ENVS)
+def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
+    lock = embedded(name)
+    nodes = list(lock["concrete_specs"].values())
+    names = {n["name"] for n in nodes}
+    assert "openmpi" not in names
+    (mpich,) = [n for n in nodes if n["name"] == "mpich"]
+    site = containers.target_site(environments.resolve(name))
+    mpich_base.check_container_mpich(mpich["version"], containers.site_cray_mpich(site), name)
+    manifest = yaml.safe_load((environments.resolve(name) / "spack.yaml").read_text())
+    assert manifest["spack"]["packages"]["mpich"]["require"] == [f"@{mpich['version']}"]
+    variants = mpich["parameters"]
+    assert (variants["device"], variants["netmod"], variants["pmi"]) == ("ch4", "ofi", "pmi2")
+    assert variants["wrapperrpath"] is False
+    assert "external" not in mpich  # built from source in the image
+    assert {"osu-micro-benchmarks", "mpibench", "netcdf-bench", "benchio", "xpmem-stub",
+            "mpi-probe"} <= names
+
+
+def test_every_cray_mpich_in_our_sites_has_a_known_base():
+    for site in ("archer2", "gaea"):
+        base, source = mpich_base.base_of(containers.site_cray_mpich(site))
+        assert base and "HPE" in source
+
+
+def test_mpich_newer_than_the_cray_base_is_refused():
+    mpich_base.check_container_mpich("3.4.3", "8.1.23", "ok")
+    with pytest.raises(ClimstackError) as error:
+        mpich_base.check_container_mpich("4.0.2", "8.1.23", "containers/x/spack.yaml")
+    assert "containers/x/spack.yaml" in str(error.value) and "3.4" in error.value.fix
+
+
+def test_environment_without_container_section_is_refused(tmp_path):
+    (tmp_path / "spack.yaml").write_text("spack:\n  specs: [zlib]\n")
+    with pytest.raises(ClimstackError) as error:
+        containers.recipe(tmp_path)
+    assert str(tmp_path / "spack.yaml") in str(error.value) and "container:" in str(error.value)
+
+
+def _container_env(tmp_path, packages: str) -> object:
+    (tmp_path / "spack.yaml").write_text(f"""spack:
+  include: [{PROJECT_ROOT}/environments/stack.yaml]
+  specs: [mpi-probe]
+  packages:
+{packages}
+  container:
+    format: singularity
+    labels: {{org.climstack.target-site: archer2}}
+""")
+    environments.spack.run("concretize", "--fresh", env=tmp_path)
+    return tmp_path
+
+
+def test_open_mpi_container_is_refused(tmp_path):
+    env = _container_env(tmp_path, "    mpi:\n      require: [openmpi]")
+    with pytest.raises(ClimstackError) as error:
+        containers.check_mpi(env)
+    assert "openmpi, not MPICH" in str(error.value) and str(env / "spack.yaml") in str(error.value)
+
+
+def test_container_mpich_newer_than_site_base_is_refused(tmp_path):
+    env = _container_env(tmp_path, "    mpi:\n      require: ['mpich@4.0.2']")
+    with pytest.raises(ClimstackError) as error:
+        containers.check_mpi(env)
+    assert "4.0.2 is newer than ANL MPICH 3.4a2" in str(error.value)

@@ -1,0 +1,69 @@
+"""The image directory built here runs mpi-probe with its own MPICH, and its ELF is right."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from climstack import image, image_check
+
+pytestmark = pytest.mark.skipif(
+    not all(map(__import__("shutil").which, ("ch-run", "mmdebstrap"))),
+    reason="needs Debian's charliecloud and mmdebstrap (bin/setup installs them)")
+
+
+@pytest.fixture(scope="module")
+def archer2_image():
+    return image.build("container-archer2", image.default_destination("container-archer2"))
+
+
+def ch_run(root: Path, *command: str, cwd: str = "/") -> subprocess.CompletedProcess:
+    return subprocess.run(["ch-run", "-c", cwd, str(root), "--", *command], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "USER": "root"})
+
+
+def in_image(root: Path, path: str) -> Path:
+    return image_check.resolve_in(root, Path(path))
+
+
+def test_mpi_probe_runs_on_two_ranks_with_the_images_own_mpich(archer2_image):
+    proc = ch_run(archer2_image, f"/opt/mpich-{image.WHEEL_MPICH}/bin/mpiexec", "-n", "2",
+                  f"{image.VIEW}/bin/mpi-probe")
+    assert proc.returncode == 0, proc.stderr
+    assert "library: MPICH Version:\t3.4.3" in proc.stdout
+    assert "loaded: /opt/mpich-3.4.3/lib/libmpi.so.12" in proc.stdout
+    assert "ranks: 2" in proc.stdout
+
+
+def test_view_executables_need_xpmem_and_use_runpath(archer2_image):
+    executables = image_check.mpi_users(image_check.scan(Path(image.VIEW), archer2_image))
+    assert {e.path.name for e in executables} >= {"mpi-probe"}
+    for info in executables:
+        assert image_check.XPMEM_SONAME in info.needed, info.path
+        assert info.runpath and not info.rpath, info.path
+        # the stub resolves through the executable's own RUNPATH, inside the image
+        stubs = [in_image(archer2_image, d) / image_check.XPMEM_SONAME for d in info.runpath]
+        found = [s for s in stubs if s.exists()]
+        assert found and image_check.read_elf(found[0]).soname == image_check.XPMEM_SONAME
+
+
+def test_image_check_passes_inside_the_image(archer2_image):
+    proc = ch_run(archer2_image, "python3", "-m", "climstack.image_check", image.VIEW,
+                  cwd="/opt/climstack")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 failed" in proc.stdout
+
+
+def test_executable_linked_with_rpath_is_reported(tmp_path):
+    source = Path(__file__).parent.parent / "repo/packages/mpi-probe/mpi_probe.c"
+    binary = tmp_path / "bin" / "probe-rpath"
+    binary.parent.mkdir()
+    subprocess.run(["mpicc", "-o", str(binary), str(source), "-Wl,--disable-new-dtags",
+                    "-Wl,-rpath,/usr/lib/x86_64-linux-gnu"], check=True)
+    proc = subprocess.run([sys.executable, "-m", "climstack.image_check", str(tmp_path)],
+                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert proc.returncode == 1
+    assert f"FAIL {binary}" in proc.stdout
+    assert "has DT_RPATH" in proc.stdout and "lacks libxpmem.so.0" in proc.stdout
