@@ -4,6 +4,7 @@ An environment is a directory with a spack.yaml under environments/ (one per sit
 containers/ (one per container target). It picks its site by including ../../site/<name>.
 """
 
+import tempfile
 import time
 from pathlib import Path
 
@@ -101,6 +102,18 @@ def concretize(env_dir: Path) -> float:
     return time.monotonic() - start
 
 
+def create_named(name: str, env_dir: Path) -> None:
+    """`spack env create NAME` from a project environment, its includes made absolute
+    (Spack 1.1 copies the manifest verbatim, so relative includes would break)."""
+    site_of(env_dir)
+    manifest = yaml.safe_load((env_dir / "spack.yaml").read_text())
+    manifest["spack"]["include"] = [str((env_dir / entry).resolve()) for entry in includes(env_dir)]
+    with tempfile.TemporaryDirectory() as tmp:
+        absolute = Path(tmp) / "spack.yaml"
+        absolute.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        spack.run("env", "create", name, str(absolute))
+
+
 def register(commands) -> None:
     def run_check(args):
         for name in args.environments or find_environments():
@@ -109,6 +122,16 @@ def register(commands) -> None:
     def run_concretize(args):
         for name in args.environments or find_environments():
             print(f"{name}: concretized --fresh in {concretize(resolve(name)):.1f} s")
+
+    def run_named(args):
+        create_named(args.name, resolve(args.environment or args.name))
+        print(f"created: spack env activate {args.name} && spack install")
+
+    sub = commands.add_parser("named-env", help="create a named Spack environment from one "
+                              "of ours (e.g. archer2), usable as `spack env activate archer2`")
+    sub.add_argument("name")
+    sub.add_argument("environment", nargs="?", help="default: the environment called NAME")
+    sub.set_defaults(run=run_named)
 
     for command, run, text in (("check", run_check, "check environments' site and scopes"),
                                ("concretize", run_concretize, "concretize environments --fresh")):
