@@ -15,6 +15,8 @@ COMMAND_MODULES = (
     "climstack.smoke",
     "climstack.containers",
     "climstack.image",
+    "climstack.bind",
+    "climstack.verify",
 )
 
 

@@ -1,0 +1,182 @@
+"""What the dynamic loader and the bind model need to know about one ELF file (pyelftools).
+
+DT_NEEDED, DT_SONAME, DT_RPATH/DT_RUNPATH, the dynamic symbols it imports and exports, the
+GNU symbol versions it needs and defines, and the MPI implementation's own version strings
+(read from .rodata, never by running the library).
+"""
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
+
+from climstack.errors import ClimstackError
+
+#: prefixes of the MPI standard's symbols (MPIX_: MPICH extensions)
+MPI_SYMBOL = re.compile(r"^P?MPIX?_[A-Z]")
+
+
+@dataclass
+class Elf:
+    path: Path
+    machine: str = ""  # e_machine, e.g. EM_X86_64
+    elfclass: int = 64
+    soname: str = ""
+    needed: list[str] = field(default_factory=list)
+    rpath: list[str] = field(default_factory=list)
+    runpath: list[str] = field(default_factory=list)
+    interpreter: str = ""  # PT_INTERP: set for executables
+    imports: set[str] = field(default_factory=set)  # undefined dynamic symbols
+    exports: set[str] = field(default_factory=set)  # defined global/weak dynamic symbols
+    version_needs: dict[str, set[str]] = field(default_factory=dict)  # file -> {GLIBC_2.34,...}
+    version_defs: set[str] = field(default_factory=set)
+
+    def mpi_imports(self) -> set[str]:
+        return {s for s in self.imports if MPI_SYMBOL.match(s)}
+
+    def mpi_exports(self) -> set[str]:
+        return {s for s in self.exports if MPI_SYMBOL.match(s)}
+
+    def compatible(self, other: "Elf") -> bool:
+        """Could the loader load `other` into this file's process (same class and machine)?"""
+        return (self.machine, self.elfclass) == (other.machine, other.elfclass)
+
+
+def is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as stream:
+            return stream.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+@lru_cache(maxsize=4096)
+def _read_cached(path: Path, mtime_ns: int, size: int) -> Elf:
+    with open(path, "rb") as stream:
+        elf = ELFFile(stream)
+        info = Elf(path=path, machine=elf["e_machine"], elfclass=elf.elfclass)
+        for segment in elf.iter_segments():
+            if segment["p_type"] == "PT_INTERP":
+                info.interpreter = segment.get_interp_name()
+        for section in elf.iter_sections():
+            if isinstance(section, DynamicSection):
+                _dynamic(section, info)
+            elif section.name == ".dynsym":
+                _symbols(section, info)
+            elif isinstance(section, GNUVerNeedSection):
+                for needed, aux in section.iter_versions():
+                    info.version_needs[needed.name] = {a.name for a in aux}
+            elif isinstance(section, GNUVerDefSection):
+                for _, aux in section.iter_versions():
+                    info.version_defs.update(a.name for a in aux)
+        return info
+
+
+def _dynamic(section: DynamicSection, info: Elf) -> None:
+    for tag in section.iter_tags():
+        kind = tag.entry.d_tag
+        if kind == "DT_NEEDED":
+            info.needed.append(tag.needed)
+        elif kind == "DT_SONAME":
+            info.soname = tag.soname
+        elif kind == "DT_RPATH":
+            info.rpath = [p for p in tag.rpath.split(":") if p]
+        elif kind == "DT_RUNPATH":
+            info.runpath = [p for p in tag.runpath.split(":") if p]
+
+
+def _symbols(section, info: Elf) -> None:
+    for symbol in section.iter_symbols():
+        if not symbol.name or symbol["st_info"]["bind"] not in ("STB_GLOBAL", "STB_WEAK"):
+            continue
+        if symbol["st_shndx"] == "SHN_UNDEF":
+            info.imports.add(symbol.name)
+        elif symbol["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT", "STT_GNU_IFUNC",
+                                           "STT_COMMON", "STT_TLS"):
+            info.exports.add(symbol.name)
+
+
+def read(path: Path) -> Elf:
+    """The ELF facts of `path` (followed if a symlink); ClimstackError if it is not ELF."""
+    path = Path(path)
+    try:
+        stat = path.stat()
+        if not is_elf(path):
+            raise ClimstackError(f"{path} is not an ELF file",
+                                 fix="pass the executable or shared library itself")
+        return _read_cached(path, stat.st_mtime_ns, stat.st_size)
+    except PermissionError as err:
+        raise ClimstackError(f"cannot read {path}: permission denied",
+                             fix="run as a user who can read it, or copy it somewhere readable"
+                             ) from err
+    except (ELFError, ValueError, OSError) as err:
+        raise ClimstackError(f"cannot read ELF file {path}: {err}") from err
+
+
+def try_read(path: Path) -> Elf | None:
+    try:
+        return read(path)
+    except ClimstackError:
+        return None
+
+
+def rodata_strings(path: Path, minimum: int = 3) -> list[str]:
+    """Printable NUL-terminated strings of the read-only data sections, in file order."""
+    found = []
+    with open(path, "rb") as stream:
+        for section in ELFFile(stream).iter_sections():
+            if section.name.startswith(".rodata"):
+                for raw in section.data().split(b"\0"):
+                    text = raw.decode("latin-1")
+                    if len(text) >= minimum and text.isprintable():
+                        found.append(text)
+    return found
+
+
+@dataclass
+class MpiVersion:
+    vendor: str  # "MPICH", "Cray MPICH", "Intel MPI"
+    version: str  # the vendor's version
+    mpich_base: str  # the ANL MPICH release it is built on
+
+    def __str__(self) -> str:
+        if self.vendor == "MPICH":
+            return f"MPICH {self.version}"
+        return f"{self.vendor} {self.version} (ANL MPICH base {self.mpich_base})"
+
+
+_RELEASE = re.compile(r"^\d+\.\d+(\.\d+)?((a|b|rc)\d*)?$")
+_LIBTOOL_ABI = re.compile(r"^\d+:\d+:\d+$")
+_CRAY = re.compile(r"CRAY MPICH version (\S+) \(ANL base (\S+)\)")
+_INTEL = re.compile(r"^20\d\d\.\d+(\.\d+)?$")
+
+
+def mpich_version(path: Path) -> MpiVersion | None:
+    """Vendor, version and MPICH base of an MPICH-derived library, from its .rodata.
+
+    MPICH's configure embeds, next to each other: the libtool ABI (`14:2:2`), the release
+    date and the release (`4.0.2`); Intel MPI keeps the MPICH base (`3.4a2`) the same way;
+    Cray MPICH says `CRAY MPICH version 8.1.23 (ANL base 3.4a2)`.
+    """
+    strings = rodata_strings(path)
+    for text in strings:
+        if match := _CRAY.search(text):
+            return MpiVersion("Cray MPICH", match.group(1), match.group(2))
+    base = ""
+    for i, text in enumerate(strings):
+        if _LIBTOOL_ABI.match(text):
+            near = [s for s in strings[max(0, i - 3):i + 4] if _RELEASE.match(s)]
+            if near:
+                base = near[-1]
+                break
+    if not base:
+        return None
+    if any("Intel(R) MPI Library" in s for s in strings):
+        intel = next((s for s in strings if _INTEL.match(s)), "unknown")
+        return MpiVersion("Intel MPI", intel, base)
+    return MpiVersion("MPICH", base, base)

@@ -1,0 +1,193 @@
+"""Will an executable (on the host or in an image) run on the host MPI under a bind plan?
+
+Reads, without running anything: DT_NEEDED, RPATH vs RUNPATH, which libmpi.so.12 and
+libxpmem.so.0 the loader would pick inside the image with the plan's binds and
+LD_LIBRARY_PATH, the MPICH base of both sides, the glibc symbol versions the bound host
+libraries need from the image's C library, and the symbol check: every MPI_*/PMPI_*/MPIX_*
+symbol that the executable and its MPI-using libraries import must be exported by the host
+MPI. Then, with --run, runs it (mpi-probe) under the plan to show which MPI really loaded.
+"""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+
+from climstack import bind, elf, loader
+from climstack.errors import ClimstackError
+
+WATCHED = ("libmpi.so.12", "libxpmem.so.0")
+
+
+@dataclass
+class Report:
+    executable: str
+    needed: list[str] = field(default_factory=list)
+    rpath: list[str] = field(default_factory=list)
+    runpath: list[str] = field(default_factory=list)
+    picks: dict[str, dict] = field(default_factory=dict)  # WATCHED name -> path, rule, host
+    image_mpi: str = ""  # MPICH version of what the image would load without the plan
+    host_mpi: str = ""
+    importers: list[str] = field(default_factory=list)  # files whose MPI imports count
+    imported: int = 0
+    exported: int = 0
+    missing: list[str] = field(default_factory=list)  # imported MPI symbols the host lacks
+    glibc_missing: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _glibc_versions(libraries, libc: elf.Elf | None) -> list[str]:
+    """GLIBC_* versions the bound host libraries need that the image's libc lacks."""
+    if libc is None:
+        return []
+    needed = set()
+    for info in libraries:
+        for file, versions in info.version_needs.items():
+            if file in ("libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2"):
+                needed |= {v for v in versions if v.startswith("GLIBC_")}
+    return sorted(needed - libc.version_defs, key=lambda v: [int(x) for x in
+                                                            re.findall(r"\d+", v)])
+
+
+def check(executable: str, plan: bind.Plan | None, image: Path | None = None) -> Report:
+    """The report for `executable` (a path inside `image`, or on the host without one)."""
+    root = image or Path("/")
+    plain = loader.View(root)  # the image as built
+    planned = loader.View(root, {dst: Path(src) for src, dst in plan.binds}) if plan else plain
+    path = plan.library_path if plan else []
+
+    report = Report(executable)
+    top = loader.load(executable, plain)
+    report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, \
+        top.info.runpath
+    if "libmpi.so.12" not in top.info.needed and not top.info.mpi_imports():
+        report.problems.append(f"{executable} does not use MPI (no libmpi.so.12 in DT_NEEDED)")
+    if top.info.rpath and not top.info.runpath:
+        report.problems.append(
+            f"DT_RPATH {':'.join(top.info.rpath)}: searched before LD_LIBRARY_PATH, so the "
+            "image's own MPI wins over the bound host MPI (relink with --enable-new-dtags)")
+
+    # what the image would load without the plan: its MPI and the MPI-using libraries
+    own = loader.closure(executable, plain)
+    own_mpi = own.libraries.get("libmpi.so.12")
+    if own_mpi and (version := elf.mpich_version(own_mpi.host)):
+        report.image_mpi = str(version)
+    mpi_files = {lib.real for lib in own.libraries.values() if lib.info.mpi_exports()}
+    importers = [top] + [lib for lib in own.libraries.values()
+                         if lib.real not in mpi_files and lib.info.mpi_imports()]
+    report.importers = [str(lib.real) for lib in importers]
+    wanted = set().union(*(lib.info.mpi_imports() for lib in importers))
+    report.imported = len(wanted)
+
+    # what it loads under the plan
+    planned_closure = loader.closure(executable, planned, path)
+    for name in WATCHED:
+        library = planned_closure.libraries.get(name)
+        if library:
+            report.picks[name] = {"path": str(library.path), "rule": library.how,
+                                  "host": str(library.host.resolve())}
+    for name, who in planned_closure.missing.items():
+        report.problems.append(f"the loader finds no {name} (needed by {', '.join(who)})")
+
+    if plan and plan.mode == "bind":
+        pick = planned_closure.libraries.get("libmpi.so.12")
+        if pick is None or pick.path.parent != PurePosixPath(bind.LINKS_DIR):
+            report.problems.append(
+                "under the plan the loader picks "
+                f"{pick.path if pick else 'no libmpi.so.12'} by {pick.how if pick else '-'}, "
+                "not the host MPI")
+        # the host side: the plan's libmpi.so.12 and what it loads from the plan
+        host = loader.closure(f"{bind.LINKS_DIR}/libmpi.so.12", planned, path)
+        host_libs = [host.root] + [lib for lib in host.libraries.values()
+                                   if lib.path.parent == PurePosixPath(bind.LINKS_DIR)]
+        version = elf.mpich_version(host.root.host)
+        report.host_mpi = str(version) if version else plan.mpi.get("version", "")
+        exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
+        report.exported = len(exports)
+        report.missing = sorted(wanted - exports)
+        if report.missing:
+            report.problems.append(
+                f"the host MPI lacks {len(report.missing)} MPI symbols the application "
+                f"imports: {', '.join(report.missing)}")
+        libc = loader.find("libc.so.6", top, [], [], plain) if image else None
+        report.glibc_missing = _glibc_versions([lib.info for lib in host_libs],
+                                               libc.info if libc else None)
+        if report.glibc_missing:
+            report.problems.append(
+                f"the bound host libraries need {', '.join(report.glibc_missing)} from the "
+                "image's C library, which lacks them (use an image with a newer glibc)")
+    return report
+
+
+def render(report: Report) -> str:
+    lines = [f"executable: {report.executable}",
+             f"  DT_NEEDED: {' '.join(report.needed)}",
+             f"  DT_RPATH: {':'.join(report.rpath) or '-'}   "
+             f"DT_RUNPATH: {':'.join(report.runpath) or '-'}"]
+    for name, pick in report.picks.items():
+        lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
+    lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
+    lines.append(f"  MPI symbols imported: {report.imported} (by {len(report.importers)} "
+                 f"files), exported by the host MPI: {report.exported}, missing: "
+                 f"{len(report.missing)}")
+    for problem in report.problems:
+        lines.append(f"  REFUSED: {problem}")
+    lines.append("verdict: " + ("ok" if report.ok else "refused"))
+    return "\n".join(lines)
+
+
+PROBE_KEYS = ("library", "loaded", "ranks", "pingpong")
+
+
+def parse_probe(output: str) -> dict[str, str]:
+    found = {}
+    for line in output.splitlines():
+        key, _, value = line.partition(": ")
+        if key in PROBE_KEYS:
+            found[key] = value.strip()
+    return found
+
+
+def run_probe(plan: bind.Plan, image: Path, executable: str, launcher: list[str],
+              timeout: int = 120) -> subprocess.CompletedProcess:
+    """Run `executable` inside the image under the plan, started by `launcher` (host)."""
+    argv = [*launcher, *bind.runtime_args(plan, str(image), [executable])]
+    env = {**os.environ, "USER": os.environ.get("USER") or "root"}
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def register(commands) -> None:
+    def run(args):
+        plan = bind.Plan.load(args.plan) if args.plan else None
+        report = check(args.executable, plan, args.image)
+        print(json.dumps(asdict(report), indent=2) if args.json else render(report))
+        if args.run_probe:
+            if not (plan and args.image):
+                raise ClimstackError("--run needs --plan and --image")
+            proc = run_probe(plan, args.image, args.executable, shlex.split(args.launcher))
+            probe = parse_probe(proc.stdout)
+            print(f"run: exit {proc.returncode}; library: {probe.get('library', '?')}; "
+                  f"loaded: {probe.get('loaded', '?')}")
+            if proc.returncode:
+                print(proc.stderr.strip()[-2000:], file=sys.stderr)
+                return 1
+        return 0 if report.ok else 1
+
+    sub = commands.add_parser("verify", help="check an executable against the host MPI under "
+                              "a bind plan: loader picks, MPICH bases, symbol by symbol")
+    sub.add_argument("executable", help="path on the host, or inside --image")
+    sub.add_argument("--image", type=Path, help="image directory the executable lives in")
+    sub.add_argument("--plan", type=Path, help="plan directory written by `climstack bind`")
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument("--run", dest="run_probe", action="store_true", help="then run it (mpi-probe) under the plan")
+    sub.add_argument("--launcher", default="", help="host launcher for --run, e.g. "
+                     "'mpiexec -n 2' or 'srun -n 2 --mpi=pmi2'")
+    sub.set_defaults(run=run)

