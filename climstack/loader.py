@@ -51,7 +51,14 @@ class View:
                 continue
             candidate = current / part
             host = self._host(candidate)
-            if host.is_symlink():
+            try:
+                is_link = host.is_symlink()
+            except PermissionError as err:
+                raise ClimstackError(f"cannot look into {host.parent} (needed for {path}): "
+                                     "permission denied",
+                                     fix="run as a user who can read it, or ask the site "
+                                     "to open it") from err
+            if is_link:
                 hops += 1
                 if hops > MAX_HOPS:
                     return None

@@ -37,6 +37,7 @@ class Report:
     exported: int = 0
     missing: list[str] = field(default_factory=list)  # imported MPI symbols the host lacks
     glibc_missing: list[str] = field(default_factory=list)
+    version_missing: list[str] = field(default_factory=list)  # "V of F, needed by G"
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -55,6 +56,20 @@ def _glibc_versions(libraries, libc: elf.Elf | None) -> list[str]:
                 needed |= {v for v in versions if v.startswith("GLIBC_")}
     return sorted(needed - libc.version_defs, key=lambda v: [int(x) for x in
                                                             re.findall(r"\d+", v)])
+
+
+def version_mismatches(closure: loader.Closure) -> list[str]:
+    """GNU symbol versions (FABRIC_1.9, ...) that loaded objects need from a library the plan
+    supplies (in LINKS_DIR) but that library does not define: ld.so refuses to start."""
+    supplied = {name: lib for name, lib in closure.libraries.items()
+                if lib.path.parent == PurePosixPath(bind.LINKS_DIR)}
+    found = []
+    for lib in [closure.root, *closure.libraries.values()]:
+        for name, versions in lib.info.version_needs.items():
+            if name in supplied:
+                lacking = versions - supplied[name].info.version_defs
+                found += [f"{v} of {name} (needed by {lib.path})" for v in sorted(lacking)]
+    return found
 
 
 def check(executable: str, plan: bind.Plan | None, image: Path | None = None) -> Report:
@@ -96,6 +111,9 @@ def check(executable: str, plan: bind.Plan | None, image: Path | None = None) ->
                                   "host": str(library.host.resolve())}
     for name, who in planned_closure.missing.items():
         report.problems.append(f"the loader finds no {name} (needed by {', '.join(who)})")
+    report.version_missing = version_mismatches(planned_closure)
+    for line in report.version_missing:
+        report.problems.append(f"symbol version {line}")
 
     if plan and plan.mode == "bind":
         pick = planned_closure.libraries.get("libmpi.so.12")
@@ -135,6 +153,8 @@ def render(report: Report) -> str:
     for name, pick in report.picks.items():
         lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
     lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
+    if report.version_missing:
+        lines.append(f"  symbol versions missing: {'; '.join(report.version_missing)}")
     lines.append(f"  MPI symbols imported: {report.imported} (by {len(report.importers)} "
                  f"files), exported by the host MPI: {report.exported}, missing: "
                  f"{len(report.missing)}")
