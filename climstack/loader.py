@@ -66,8 +66,9 @@ class View:
                 pending = list(target.parts[1:] if target.is_absolute() else target.parts) + pending
                 current = PurePosixPath("/") if target.is_absolute() else current
                 continue
-            if not host.exists() and not os.path.lexists(host):
-                return None
+            if not os.path.lexists(host) and not any(candidate in inside.parents
+                                                      for inside, _ in self.binds):
+                return None  # (a mount point's parents exist, as the runtime makes them)
             current = candidate
         return current, self._host(current)
 
