@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "climstack.image",
     "climstack.bind",
     "climstack.verify",
+    "climstack.slurm",
 )
 
 

@@ -393,7 +393,7 @@ def register(commands) -> None:
             if not args.image:
                 raise ClimstackError(f"--format {args.format} needs --image",
                                      fix="pass --image IMAGE (a .sif or an image directory)")
-            argv = runtime_args(plan, str(args.image), args.command or ["true"])
+            argv = runtime_args(plan, str(args.image), args.program or ["true"])
             if args.format == "args":
                 print(shlex.join(argv))
             else:
@@ -415,6 +415,6 @@ def register(commands) -> None:
     sub.add_argument("--image", type=Path, help="image (.sif or directory) for args/exec")
     sub.add_argument("--prepare-image", type=Path, metavar="IMAGE_DIR",
                      help="create the mount points in a Charliecloud image directory")
-    sub.add_argument("--command", nargs=argparse.REMAINDER, default=[],
+    sub.add_argument("--command", dest="program", nargs=argparse.REMAINDER, default=[],
                      help="(last) the command to run in the image, with its arguments")
     sub.set_defaults(run=run)

@@ -1,0 +1,122 @@
+"""Generated job scripts, run through a real local Slurm (two virtual nodes on loopback),
+each rank inside ch-run with the host MPI bound in, including a heterogeneous step."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+import bind_helpers as helpers
+import slurm_cluster
+from climstack import bind, loader, pins, slurm
+from climstack.errors import ClimstackError
+
+PROBE = "/opt/probe/bin/mpi-probe"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    missing = slurm_cluster.missing_binaries() + [
+        b for b in ("ch-run", "mmdebstrap") if not shutil.which(b)]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (Debian slurm-wlm, munge, charliecloud, "
+                    "mmdebstrap: bin/setup installs them)")
+    instance = slurm_cluster.Cluster(tmp_path_factory.mktemp("slurm") / "cluster")
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.stop()
+
+
+@pytest.fixture(scope="module")
+def image():
+    return helpers.probe_image()
+
+
+def plan_for(mode, image, tmp_path):
+    plan = bind.write(bind.make_plan("local", mode=mode, environ={}), tmp_path / mode)
+    bind.prepare_image(plan, image)
+    return plan
+
+
+def submit(cluster, text, tmp_path, name):
+    script = tmp_path / f"{name}.sh"
+    script.write_text(text)
+    return cluster.sbatch_wait(script)
+
+
+def test_bind_mode_job_on_two_nodes(cluster, image, tmp_path):
+    plan = plan_for("bind", image, tmp_path)
+    text = slurm.script("local", plan, str(image), [slurm.Component(2, 2, [PROBE])])
+    assert "srun --mpi=pmi2 --cpu-bind=cores --nodes=2 --ntasks=2 ch-run" in text
+    code, output = submit(cluster, text, tmp_path, "bind")
+    assert code == 0, output
+    assert "library: MPICH Version:\t4.0.2" in output and "ranks: 2" in output
+    assert f"loaded: {bind.LINKS_DIR}/libmpi.so.12" in output
+
+
+def test_heterogeneous_step_shares_one_comm_world(cluster, image, tmp_path):
+    plan = plan_for("bind", image, tmp_path)
+    components = [slurm.Component(1, 1, [PROBE]), slurm.Component(1, 1, [PROBE])]
+    text = slurm.script("local", plan, str(image), components)
+    assert text.count("#SBATCH hetjob") == 1 and "--het-group=1" in text
+    assert "#SBATCH --export=ALL" in text
+    code, output = submit(cluster, text, tmp_path, "het")
+    assert code == 0, output
+    assert "ranks: 2" in output and "library: MPICH Version:\t4.0.2" in output
+
+
+def test_hybrid_mode_job_uses_the_images_mpi(cluster, image, tmp_path):
+    plan = plan_for("hybrid", image, tmp_path)
+    text = slurm.script("local", plan, str(image), [slurm.Component(2, 2, [PROBE])])
+    code, output = submit(cluster, text, tmp_path, "hybrid")
+    assert code == 0, output
+    assert "library: MPICH Version:      5.0.2" in output and "ranks: 2" in output
+
+
+def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):
+    plan = bind.make_plan("local", environ={})
+    with pytest.raises(ClimstackError, match="hang with --export=NONE"):
+        slurm.script("local", plan, "img", [slurm.Component(1, 1, ["a"]),
+                                            slurm.Component(1, 1, ["b"])], export="NONE")
+
+
+def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
+    if not shutil.which("gcc"):
+        pytest.skip("needs gcc for the synthetic Cray tree")
+    root = helpers.cray_tree(tmp_path / "root")
+    # Gaea's module environment (LD_LIBRARY_PATH) points at this tree's libfabric and xpmem
+    gaea_env = {"LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64:"
+                                   "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64"}
+    for site, account, prefix, environ in (
+            ("archer2", "--account=[budget code]", None, {}),
+            ("gaea", "--clusters=c5", helpers.CRAY_MPICH, gaea_env)):
+        plan = bind.write(bind.make_plan(site, view=loader.View(root), prefix=prefix,
+                                         environ=environ), tmp_path / site)
+        text = slurm.script(site, plan, "/work/n02/app.sif",
+                            [slurm.Component(2, 256, ["/opt/view/bin/atmos"]),
+                             slurm.Component(1, 64, ["/opt/view/bin/ocean"])])
+        assert "srun --mpi=cray_shasta --cpu-bind=cores --nodes=2 --ntasks=256 " \
+               "--het-group=0 apptainer exec /work/n02/app.sif /opt/view/bin/atmos" in text
+        assert ": --mpi=cray_shasta" in text and f"#SBATCH {account}" in text
+        assert "export APPTAINER_BIND=" in text and "export SINGULARITYENV_LD_LIBRARY_PATH=" \
+            in text
+        assert text.count(f"#SBATCH {account}") == 2  # every het component gets them
+        proc = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_cli_preflight_refuses_an_executable_the_host_cannot_run(image, tmp_path):
+    plan = plan_for("bind", image, tmp_path)
+    climstack = str(pins.PROJECT_ROOT / "bin" / "climstack")
+    argv = [climstack, "slurm", "local", "--plan", plan.directory, "--image", str(image)]
+    refused = subprocess.run([*argv, "--command", "/opt/probe/bin/mpi41"], capture_output=True,
+                             text=True, env={**os.environ, "USER": "root"})
+    assert refused.returncode == 2 and "MPI_Status_set_source" in refused.stderr
+    written = subprocess.run([*argv, "--output", str(tmp_path / "job.sh"), "--component",
+                              f"1x1 {PROBE}", "--component", f"1x1 {PROBE}"],
+                             capture_output=True, text=True)
+    assert written.returncode == 0, written.stderr
+    assert os.access(tmp_path / "job.sh", os.X_OK)
