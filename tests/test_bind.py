@@ -129,7 +129,7 @@ def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_
 def test_intel_imb_runs_with_mpich_swapped_in(image, tmp_path):
     plan = ready(bind.make_plan("local", environ={}), image, tmp_path)
     mpi = helpers.debian_mpich()
-    proc = run(plan, image, ["/opt/probe/bin/IMB-MPI1", "PingPong", "-msglog", "0:4",
+    proc = run(plan, image, ["/opt/probe/bin/IMB-MPI1", "PingPong", "-msglog", "0:17",
                              "-iter", "100"], [str(mpi.bin / "mpiexec"), "-n", "2"],
                env=mpi.env())
     assert proc.returncode == 0, proc.stderr[-2000:]
