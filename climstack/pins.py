@@ -66,3 +66,8 @@ def builtin_repo_root() -> Path:
 def spack_user_cache() -> Path:
     """Spack's misc cache (the ~100 s repo index) lives here so fresh clones reuse it."""
     return cache_dir() / "spack-user-cache"
+
+
+def local_externals() -> Path:
+    """Scope of the build tools `spack external find` detected on this host (site/local)."""
+    return cache_dir() / "local-externals"

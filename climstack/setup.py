@@ -116,11 +116,41 @@ def configure_spack(spack_root: Path) -> None:
     _write_yaml_atomically(scope / "bootstrap.yaml", {"bootstrap": {"enable": False}})
 
 
+#: OS build tools the local site takes from the host instead of building them
+LOCAL_BUILD_TOOLS = ("gmake", "cmake", "perl", "pkgconf", "autoconf", "automake", "libtool",
+                     "m4", "gawk", "diffutils", "findutils", "tar", "xz", "bzip2", "gzip",
+                     "git", "bison", "flex")
+
+
+def find_local_externals() -> None:
+    """Detect the host's build tools once (`spack external find`) into their own scope,
+    which only site/local includes, so Cray concretizations never see them."""
+    scope = pins.local_externals()
+    if (scope / "packages.yaml").exists():
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=".local-externals.", dir=scope.parent))
+    try:
+        proc = subprocess.run(
+            [str(pins.PROJECT_ROOT / "bin" / "spack"), "external", "find", "--scope", "user",
+             *LOCAL_BUILD_TOOLS],
+            env={**{k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"},
+                 "SPACK_USER_CONFIG_PATH": str(tmp)},  # the user scope is where it writes
+            capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0:
+            raise ClimstackError(f"`spack external find` failed: {proc.stderr.strip()}",
+                                 fix="install the tools listed in bin/setup, then rerun it")
+        (tmp / "packages.yaml").touch()  # an empty scope if nothing was found
+        os.replace(tmp, scope)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> int:
     try:
         spack_root = ensure_clone(pins.SPACK)
         ensure_clone(pins.SPACK_PACKAGES)
         configure_spack(spack_root)
+        find_local_externals()
     except ClimstackError as err:
         print(f"setup: error: {err}", file=sys.stderr)
         return 2
