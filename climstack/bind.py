@@ -220,6 +220,10 @@ def make_plan(site: str, mode: str = "bind", view: loader.View | None = None,
     for name in config.get(f"{mode}_libraries", []):  # site extras resolved like DT_NEEDED
         roots.setdefault(name, name)
 
+    # in the container the links directory comes first, so the roots' own directories are
+    # searched first here (Intel's libmpifort.so.12 finds libmpi.so.12 only that way)
+    search = [*dict.fromkeys(str(PurePosixPath(p).parent) for p in roots.values() if "/" in p),
+              *search]
     files: dict[str, loader.Library] = {}  # link name -> library
     missing: dict[str, list[str]] = {}
     for name, path in roots.items():

@@ -74,11 +74,14 @@ def test_renderers_for_apptainer_and_charliecloud(tmp_path):
 
 
 @needs_charliecloud
-@pytest.mark.parametrize("host", ["debian", "mpich-3.4.3", "spaces"])
+@pytest.mark.parametrize("host", ["debian", "mpich-3.4.3", "impi", "spaces"])
 def test_container_swap_reports_the_host_mpi(host, image, tmp_path):
+    """mpi-probe built against MPICH 5.0.2, run on each host MPI (Intel MPI: the reverse of
+    the IMB-MPI1 swap) with that MPI's own mpiexec, each rank in its own container."""
     mpi, expected = {
         "debian": (helpers.debian_mpich(), "MPICH Version:\t4.0.2"),
         "mpich-3.4.3": (helpers.mpich("3.4.3"), "MPICH Version:\t3.4.3"),
+        "impi": (helpers.impi(), "Intel(R) MPI Library 2021.18.1 for Linux* OS"),
         "spaces": (None, "MPICH Version:\t3.4.3"),
     }[host]
     if host == "spaces":  # a host MPI whose prefix has a space in it
@@ -129,11 +132,13 @@ def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_
 def test_intel_imb_runs_with_mpich_swapped_in(image, tmp_path):
     plan = ready(bind.make_plan("local", environ={}), image, tmp_path)
     mpi = helpers.debian_mpich()
-    proc = run(plan, image, ["/opt/probe/bin/IMB-MPI1", "PingPong", "-msglog", "0:17",
-                             "-iter", "100"], [str(mpi.bin / "mpiexec"), "-n", "2"],
-               env=mpi.env())
+    # up to 128 KiB: UCX's rendezvous sizes too (its CMA transport is off across namespaces)
+    proc = run(plan, image, ["/opt/probe/bin/IMB-MPI1", "PingPong", "Allgather", "-msglog",
+                             "16:17", "-iter", "20", "-npmin", "2"],
+               [str(mpi.bin / "mpiexec"), "-n", "2"], env=mpi.env())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Benchmarking PingPong" in proc.stdout and "#processes = 2" in proc.stdout
+    assert "Benchmarking Allgather" in proc.stdout and "131072" in proc.stdout
 
 
 @needs_charliecloud
