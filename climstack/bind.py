@@ -313,12 +313,23 @@ def prepare_image(plan: Plan, image: Path) -> list[str]:
         source = next(src for src, dst in plan.binds if dst == target)
         if not os.path.lexists(point):
             if Path(source).is_dir():
-                point.mkdir(parents=True)
+                point.mkdir(parents=True, exist_ok=True)
             else:
                 point.parent.mkdir(parents=True, exist_ok=True)
                 point.touch()
             made.append(target)
     return made
+
+
+def check_mount_points(plan: Plan, image: Path) -> None:
+    """ch-run cannot create mount points in a read-only image directory: say which."""
+    if plan.runtime != "charliecloud" or not image.is_dir():
+        return
+    absent = [t for t in plan.mount_points() if not os.path.lexists(image / t.lstrip("/"))]
+    if absent:
+        raise ClimstackError(f"{image} lacks the mount points {', '.join(absent)}",
+                             fix=f"climstack bind {plan.site} --prepare-image {image} "
+                             "(creates empty directories, as ch-fromhost would)")
 
 
 # --- renderers --------------------------------------------------------------------------
@@ -401,6 +412,7 @@ def register(commands) -> None:
             if args.format == "args":
                 print(shlex.join(argv))
             else:
+                check_mount_points(plan, args.image)
                 os.environ["USER"] = os.environ.get("USER") or "root"  # ch-run needs it
                 os.execvp(argv[0], argv)
 

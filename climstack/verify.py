@@ -179,6 +179,7 @@ def parse_probe(output: str) -> dict[str, str]:
 def run_probe(plan: bind.Plan, image: Path, executable: str, launcher: list[str],
               timeout: int = 120) -> subprocess.CompletedProcess:
     """Run `executable` inside the image under the plan, started by `launcher` (host)."""
+    bind.check_mount_points(plan, image)
     argv = [*launcher, *bind.runtime_args(plan, str(image), [executable])]
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)

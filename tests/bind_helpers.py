@@ -6,6 +6,7 @@ built in a temporary sibling and renamed when complete. `pip install --prefix`, 
 `--target` silently drops.
 """
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -161,7 +162,9 @@ def base_image() -> Path:
 def probe_image() -> Path:
     """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and, in /opt/probe/bin,
     mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 and Intel's IMB-MPI1."""
-    key = "v1"
+    key = hashlib.sha256("\0".join([PROBE_SOURCE.read_text(), MPI4_SOURCE, MPI41_SOURCE,
+                                     IMAGE_MPI, *map(str, WHEELS.values())]).encode()
+                         ).hexdigest()[:10]
     final = pins.cache_dir() / "images" / f"bind-probe-{key}"
 
     def fill(work: Path):

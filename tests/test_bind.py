@@ -287,3 +287,14 @@ def test_cli_writes_the_plan_and_warns_about_absent_extras(cray_root, tmp_path):
     assert "site extra absent on this host: /var/spool/slurmd/mpi_cray_shasta" in proc.stderr
     assert "export APPTAINERENV_LD_LIBRARY_PATH=/opt/climstack/bind/lib" in proc.stdout
     assert (tmp_path / "lib" / "libmpi.so.12").is_symlink()
+
+
+@needs_charliecloud
+def test_exec_names_missing_mount_points_in_a_charliecloud_image(tmp_path):
+    image = tmp_path / "image"
+    (image / "opt").mkdir(parents=True)
+    plan = bind.write(bind.make_plan("local", environ={}), tmp_path / "plan")
+    with pytest.raises(ClimstackError, match="lacks the mount points .*/opt/climstack/bind/lib"):
+        bind.check_mount_points(plan, image)
+    bind.prepare_image(plan, image)
+    bind.check_mount_points(plan, image)
