@@ -9,6 +9,7 @@ setup:
 
 local: setup
 	bin/climstack concretize
+	bin/climstack containerize
 	bin/climstack smoke local
 
 test: setup
