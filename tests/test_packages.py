@@ -1,0 +1,35 @@
+"""Our package repository: Spack loads and audits every package; Spack's style holds."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import PROJECT_ROOT
+
+from climstack import environments, spack
+
+PACKAGES = sorted(p.name for p in (PROJECT_ROOT / "repo" / "packages").iterdir())
+
+
+def test_repo_holds_the_packages_the_stack_needs():
+    assert {"mpibench", "netcdf-bench", "benchio", "xpmem-stub", "mpi-probe"} <= set(PACKAGES)
+
+
+def test_spack_audit_packages_passes():
+    proc = spack.run("audit", "packages", *PACKAGES, env=environments.resolve("local"),
+                     check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAILED" not in proc.stdout
+
+
+@pytest.mark.parametrize("tool", [["flake8", "packages"], ["black", "--check", "packages"],
+                                  ["isort", "--check-only", "packages"]])
+def test_package_style(tool):
+    proc = subprocess.run([sys.executable, "-m", *tool], cwd=PROJECT_ROOT / "repo",
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_package_pins_a_real_version():
+    info = spack.run("info", "--no-dependencies", "mpibench", env=environments.resolve("local"))
+    assert "4c855b8d4d192b67dff1fbc37ec4bc82333f3c0b" in info.stdout
