@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "climstack.bind",
     "climstack.verify",
     "climstack.slurm",
+    "climstack.buildcache",
+    "climstack.source_mirror",
 )
 
 

@@ -1,0 +1,334 @@
+"""Share builds between centres through a Spack buildcache: signed, relocatable binaries.
+
+One centre builds and pushes (`spack buildcache push --update-index`, signed with its
+`spack gpg` key); another trusts the public key and installs the same lockfile cache-only
+(`spack install --cache-only`), into its own install root: the padded install tree
+(site/*/config.yaml `padded_length`) lets Spack rewrite every path on relocation.
+
+Every function takes `run`, a callable like climstack.spack.run, so the same code drives
+the user's Spack or a `Centre` (an isolated Spack instance, as in the tests and benchmark).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from climstack import spack
+from climstack.errors import ClimstackError
+from climstack.pins import PROJECT_ROOT, local_externals, spack_user_cache
+
+STACK = PROJECT_ROOT / "environments" / "stack.yaml"
+#: the slice that the round-trip test and the benchmark share across centres
+#: netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for byte; 4.9.0's is too,
+#: but its recipe also applies a patch downloaded from GitHub, which no mirror here holds.
+#: ~szip ~blosc ~zstd: those libraries' Debian tarballs are repacked, so cannot be built here.
+SLICE_SPECS = ("xpmem-stub", "mpi-probe", "netcdf-c@4.9.3 +mpi ~szip ~blosc ~zstd")
+#: Debian suites searched for the slice's sources besides the host's own
+SLICE_SUITES = ("trixie",)
+MIRROR_NAME = "climstack-cache"
+#: bin/setup disables Spack's bootstrapping (nothing may be downloaded), but `spack gpg`
+#: enters the bootstrap context even when the host's gpg is on PATH, as it is here.
+GPG = ("-c", "bootstrap:enable:true")
+
+
+@dataclass
+class Centre:
+    """An isolated Spack instance: its own user config scope, user cache, keyring, and
+    (unless an environment's site scope says otherwise) install root."""
+
+    home: Path
+    install_root: Path | None = None
+
+    def environ(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"}
+        env.update(SPACK_USER_CONFIG_PATH=str(self.home / "config"),
+                   SPACK_SYSTEM_CONFIG_PATH=str(self.home / "system"),  # empty: no /etc/spack
+                   SPACK_USER_CACHE_PATH=str(self.home / "cache"),
+                   SPACK_GNUPGHOME=str(self.home / "gpg"))
+        return env
+
+    def setup(self) -> "Centre":
+        (self.home / "config").mkdir(parents=True, exist_ok=True)
+        (self.home / "system").mkdir(exist_ok=True)
+        # site/local finds the host's build tools at $user_cache_path/../local-externals
+        externals = self.home / "local-externals"
+        if not externals.exists() and local_externals().is_dir():
+            externals.symlink_to(local_externals())
+        config = {"source_cache": str(self.home / "cache" / "source"),
+                  # the repo index derives from the pinned repos only: share it (saves ~100 s)
+                  "misc_cache": str(spack_user_cache() / "cache"),
+                  "build_jobs": 2}
+        if self.install_root:
+            config["install_tree"] = {"root": str(self.install_root), "padded_length": 128}
+        (self.home / "config" / "config.yaml").write_text(yaml.safe_dump({"config": config}))
+        return self
+
+    def run(self, *args: str, env: Path | None = None, check: bool = True,
+            timeout: int = 3600) -> subprocess.CompletedProcess:
+        command = [str(spack.SPACK)] + (["-e", str(env)] if env else []) + list(args)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
+                              env=self.environ())
+        if check and proc.returncode != 0:
+            raise ClimstackError(f"`spack {' '.join(command[1:])}` failed (centre {self.home}):\n"
+                                 f"{(proc.stderr or proc.stdout).strip()}")
+        return proc
+
+
+def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
+    """A slice of the local environment (same stack and site scope), concretized.
+    The host's zlib is an external: Debian repacks zlib, so no source mirror can hold it."""
+    env_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {"spack": {"include": [str(STACK), str(PROJECT_ROOT / "site" / "local")],
+                          "specs": [{"matrix": [list(specs), ["$site_arch"]]}], "view": False}}
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    run("external", "find", "--not-buildable", "zlib", env=env_dir)
+    run("concretize", "--fresh", "--force", env=env_dir)
+    return env_dir
+
+
+# --- signing keys -----------------------------------------------------------------------
+
+def gpg_create(name: str, email: str, public: Path, secret: Path | None = None,
+               run=spack.run) -> None:
+    """Create the centre's signing key; export the public half (and the secret, to back up)."""
+    args = [*GPG, "gpg", "create", "--comment", "climstack buildcache signing key",
+            "--export", str(public)]
+    if secret:
+        args += ["--export-secret", str(secret)]
+    public.parent.mkdir(parents=True, exist_ok=True)
+    run(*args, name, email)
+    if secret:
+        secret.chmod(0o600)
+
+
+def gpg_export(dest: Path, secret: bool = False, run=spack.run) -> None:
+    run(*GPG, "gpg", "export", *(["--secret"] if secret else []), str(dest))
+
+
+def gpg_trust(keyfile: Path, run=spack.run) -> None:
+    """Import a public key (another centre's) into this Spack's keyring, as trusted."""
+    if not keyfile.is_file():
+        raise ClimstackError(f"no key file {keyfile}",
+                             fix="ask the building centre for its `climstack buildcache key "
+                             "export` output (the .pub file, never the secret key)")
+    run(*GPG, "gpg", "trust", str(keyfile))
+
+
+def gpg_fingerprints(run=spack.run) -> list[str]:
+    """Fingerprints of the secret (signing) keys in this Spack's keyring."""
+    out = run(*GPG, "gpg", "list", "--signing").stdout
+    return [word for word in out.split()
+            if len(word) == 40 and all(c in "0123456789ABCDEF" for c in word)]
+
+
+# --- mirrors ----------------------------------------------------------------------------
+
+def mirror_url(location: str) -> str:
+    """A URL for a mirror given as a URL or a directory."""
+    if "://" in location:
+        return location
+    return Path(location).expanduser().resolve().as_uri()
+
+
+def check_reachable(url: str, timeout: float = 5.0) -> None:
+    """Fail fast, naming the URL, when a mirror cannot be reached at all."""
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "file":
+        path = Path(urllib.parse.unquote(parsed.path))
+        if not path.is_dir():
+            raise ClimstackError(f"buildcache {url}: no such directory {path}",
+                                 fix="mount the shared filesystem or correct the mirror URL "
+                                 "(site/<site>/mirrors.yaml or --mirror)")
+        return
+    if parsed.scheme not in ("http", "https", "oci", "s3", "gs"):
+        raise ClimstackError(f"buildcache {url}: unsupported URL scheme '{parsed.scheme}'",
+                             fix="use file://, https:// or oci://")
+    host = parsed.hostname or ""
+    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as err:
+        raise ClimstackError(f"buildcache {url} is unreachable ({host}:{port}: {err})",
+                             fix="check the network/VPN to that host, or use a filesystem "
+                             "mirror (file://) that a login node can see") from err
+
+
+def mirror_add(url: str, unsigned: bool = False, env: Path | None = None, run=spack.run,
+               name: str = MIRROR_NAME) -> None:
+    """Register a binary mirror in the environment (or the user scope without one)."""
+    scope = ["--scope", f"env:{env}"] if env else ["--scope", "user"]
+    run("mirror", "remove", *scope, name, env=env, check=False)
+    run("mirror", "add", *scope, "--type", "binary",
+        "--unsigned" if unsigned else "--signed", name, url, env=env)
+
+
+# --- push, install, list ----------------------------------------------------------------
+
+def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False,
+         run=spack.run) -> str:
+    """Push the environment's installed specs (and runtime deps) signed, then reindex."""
+    if not unsigned and not gpg_fingerprints(run):
+        raise ClimstackError("no signing key in this Spack's keyring",
+                             fix="`climstack buildcache key create NAME EMAIL`, or import the "
+                             "centre's key with `spack gpg trust SECRET.key`; or --unsigned")
+    args = [*GPG, "buildcache", "push", "--update-index", "--fail-fast"]
+    args += ["--unsigned"] if unsigned else ["--signed"] + (["--key", key] if key else [])
+    return run(*args, url, env=env_dir).stdout
+
+
+def lock_roots(lock: Path) -> list[str]:
+    try:
+        return [root["spec"] for root in json.loads(lock.read_text())["roots"]]
+    except (OSError, ValueError, KeyError) as err:
+        raise ClimstackError(f"{lock} is not a Spack lockfile ({err})",
+                             fix="pass the spack.lock of the environment the building centre "
+                             "pushed") from err
+
+
+def env_from_lock(lock: Path, env_dir: Path) -> Path:
+    """An environment holding exactly the building centre's concrete specs (its lockfile),
+    with our package repo (stack.yaml) but no site scope: nothing is concretized again."""
+    env_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {"spack": {"include": [str(STACK)], "specs": lock_roots(lock), "view": False}}
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    shutil.copyfile(lock, env_dir / "spack.lock")
+    return env_dir
+
+
+def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> str:
+    """Install an environment's concrete specs from the buildcache only (no source builds)."""
+    check_reachable(url)
+    mirror_add(url, unsigned=unsigned, env=env_dir, run=run)
+    args = [*GPG, "install", "--cache-only"] + (["--no-check-signature"] if unsigned else [])
+    proc = run(*args, env=env_dir, check=False)
+    if proc.returncode != 0:
+        raise install_error(url, proc.stderr + proc.stdout)
+    return proc.stdout
+
+
+def install_error(url: str, output: str) -> ClimstackError:
+    """Spack's refusal, explained."""
+    lines = [line for line in output.splitlines() if "Error" in line or "error" in line]
+    detail = "\n".join(lines[-4:]) or output.strip()[-2000:]
+    text = output.lower()
+    if "signature" in text or "gpg" in text or "unsigned" in text:
+        fix = ("trust the building centre's public key (`climstack buildcache key trust "
+               "KEY.pub`); only if you accept unverified binaries, pass --unsigned")
+    elif "checksum" in text or "sha256" in text or "does not match" in text:
+        fix = ("the cache holds a corrupted or tampered tarball: have the building centre "
+               "push it again (`climstack buildcache push --force`); never skip the check")
+    else:
+        fix = "check the cache holds every spec (`climstack buildcache list`)"
+    return ClimstackError(f"installing from buildcache {url} was refused:\n{detail}", fix=fix)
+
+
+_LIST = r"""
+import json, sys
+import spack.binary_distribution as bd
+print(json.dumps([{"name": s.name, "version": str(s.version), "hash": s.dag_hash(),
+                   "platform": s.architecture.platform, "os": s.architecture.os,
+                   "target": str(s.architecture.target),
+                   "mpi": [d.format("{name}@{version}") for d in s.dependencies(virtuals=["mpi"])]}
+                  for s in bd.update_cache_and_get_specs()]))
+"""
+
+
+def contents(url: str, run=spack.run) -> list[dict]:
+    """Every spec in the buildcache at url: name, version, hash, os, target, mpi."""
+    check_reachable(url)
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as script:
+        script.write(_LIST)
+        script.flush()
+        mirrors = json.dumps({"listed": {"url": url, "source": False, "binary": True}})
+        proc = run("-c", f"mirrors:{mirrors}", "python", script.name)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def select(specs: list[dict], target: str | None = None, lock: Path | None = None) -> list[dict]:
+    """Those for one target (zen2, x86_64, ...) and/or one environment's lockfile."""
+    if target:
+        specs = [s for s in specs if s["target"] == target]
+    if lock:
+        wanted = set(json.loads(lock.read_text())["concrete_specs"])
+        specs = [s for s in specs if s["hash"] in wanted]
+    return specs
+
+
+def register(commands) -> None:
+    from climstack import environments
+
+    sub = commands.add_parser("buildcache", help="share builds between centres: signing keys, "
+                              "push to a buildcache, install from it, list it")
+    actions = sub.add_subparsers(dest="action", required=True)
+
+    key = actions.add_parser("key", help="`spack gpg`: create, export or trust a signing key")
+    key_actions = key.add_subparsers(dest="key_action", required=True)
+    create = key_actions.add_parser("create", help="create this centre's signing key")
+    create.add_argument("name")
+    create.add_argument("email")
+    create.add_argument("--public", default="keys/climstack.pub",
+                        help="where to export the public key (default: %(default)s)")
+    create.add_argument("--secret", help="also export the secret key here (keep it out of git)")
+    create.set_defaults(run=lambda a: gpg_create(a.name, a.email, Path(a.public),
+                                                 Path(a.secret) if a.secret else None))
+    export = key_actions.add_parser("export", help="export public (or --secret) keys")
+    export.add_argument("dest")
+    export.add_argument("--secret", action="store_true")
+    export.set_defaults(run=lambda a: gpg_export(Path(a.dest), a.secret))
+    trust = key_actions.add_parser("trust", help="import another centre's public key")
+    trust.add_argument("keyfile")
+    trust.set_defaults(run=lambda a: gpg_trust(Path(a.keyfile)))
+
+    def run_push(args):
+        url = mirror_url(args.mirror)
+        check_reachable(url) if not url.startswith("file://") else Path(
+            urllib.parse.urlparse(url).path).mkdir(parents=True, exist_ok=True)
+        print(push(environments.resolve(args.environment), url, args.key, args.unsigned), end="")
+
+    push_cmd = actions.add_parser("push", help="push an environment's installed specs, signed, "
+                                  "and update the cache's index")
+    push_cmd.add_argument("environment")
+    push_cmd.add_argument("mirror", help="directory, file://, https:// or oci:// URL")
+    push_cmd.add_argument("--key", help="signing key fingerprint (default: the only one)")
+    push_cmd.add_argument("--unsigned", action="store_true", help="push without signing")
+    push_cmd.set_defaults(run=run_push)
+
+    def run_install(args):
+        env_dir = env_from_lock(Path(args.lock), Path(args.into))
+        print(install(env_dir, mirror_url(args.mirror), args.unsigned), end="")
+
+    install_cmd = actions.add_parser("install", help="install another centre's lockfile from "
+                                     "the buildcache only")
+    install_cmd.add_argument("lock", help="the building centre's spack.lock")
+    install_cmd.add_argument("mirror", help="directory, file://, https:// or oci:// URL")
+    install_cmd.add_argument("--into", required=True, help="environment directory to create")
+    install_cmd.add_argument("--unsigned", action="store_true",
+                             help="accept unsigned binaries (no signature check)")
+    install_cmd.set_defaults(run=run_install)
+
+    def run_list(args):
+        specs = contents(mirror_url(args.mirror))
+        lock = None
+        if args.environment:
+            lock = environments.resolve(args.environment) / "spack.lock"
+            if not lock.is_file():
+                raise ClimstackError(f"no {lock}", fix=f"climstack concretize {args.environment}")
+        for s in sorted(select(specs, args.target, lock), key=lambda s: (s["target"], s["name"])):
+            mpi = f"  ^{s['mpi'][0]}" if s["mpi"] else ""
+            print(f"{s['os']}-{s['target']}  {s['name']}@{s['version']}/{s['hash'][:7]}{mpi}")
+
+    list_cmd = actions.add_parser("list", help="what a buildcache holds, per target/environment")
+    list_cmd.add_argument("mirror")
+    list_cmd.add_argument("--target", help="only this target (e.g. zen2, zen3, x86_64)")
+    list_cmd.add_argument("--environment", help="only specs of this environment's lockfile "
+                          "(a site: local, archer2, gaea, container-...)")
+    list_cmd.set_defaults(run=run_list)
