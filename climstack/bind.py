@@ -251,6 +251,10 @@ def make_plan(site: str, mode: str = "bind", view: loader.View | None = None,
         top = next(d for d in _outermost(dirs) if d == real.parent or d in real.parents)
         return container_path(top) + str(real)[len(str(top)):]
 
+    for abi, names in ABI_NAMES.items():  # every spelling of a provided ABI library, so
+        if abi in files:                    # Debian-built programs (libmpich.so.12) run too
+            for name in names:
+                files.setdefault(name, files[abi])
     for name, library in sorted(files.items()):
         plan.links[name] = inside(library.real)
         plan.closure.append({"name": name, "host": str(library.real), "rule": library.how,

@@ -17,8 +17,9 @@ from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 
 from climstack.errors import ClimstackError
 
-#: prefixes of the MPI standard's symbols (MPIX_: MPICH extensions)
-MPI_SYMBOL = re.compile(r"^P?MPIX?_[A-Z]")
+#: the MPI standard's symbols: C (MPI_Send, PMPI_Send, MPIX_: MPICH extensions) and the
+#: Fortran bindings as gfortran names them (mpi_send_, pmpi_send_)
+MPI_SYMBOL = re.compile(r"^(P?MPIX?_[A-Z]|p?mpix?_[a-z])")
 
 
 @dataclass

@@ -100,12 +100,15 @@ def check(executable: str, plan: bind.Plan | None, image: Path | None = None) ->
                          if lib.real not in mpi_files and lib.info.mpi_imports()]
     report.importers = [str(lib.real) for lib in importers]
     wanted = set().union(*(lib.info.mpi_imports() for lib in importers))
+    wanted -= set().union(*(lib.info.exports for lib in own.libraries.values()
+                            if lib.real not in mpi_files))  # defined by the image itself
     report.imported = len(wanted)
 
     # what it loads under the plan
     planned_closure = loader.closure(executable, planned, path)
     for name in WATCHED:
-        library = planned_closure.libraries.get(name)
+        library = next(filter(None, (planned_closure.libraries.get(n)
+                                     for n in bind.ABI_NAMES.get(name, (name,)))), None)
         if library:
             report.picks[name] = {"path": str(library.path), "rule": library.how,
                                   "host": str(library.host.resolve())}
@@ -116,16 +119,25 @@ def check(executable: str, plan: bind.Plan | None, image: Path | None = None) ->
         report.problems.append(f"symbol version {line}")
 
     if plan and plan.mode == "bind":
-        pick = planned_closure.libraries.get("libmpi.so.12")
+        pick = next(filter(None, (planned_closure.libraries.get(n)  # the C library,
+                                  for n in bind.ABI_NAMES["libmpi.so.12"])), None)  # any name
         if pick is None or pick.path.parent != PurePosixPath(bind.LINKS_DIR):
             report.problems.append(
                 "under the plan the loader picks "
                 f"{pick.path if pick else 'no libmpi.so.12'} by {pick.how if pick else '-'}, "
                 "not the host MPI")
-        # the host side: the plan's libmpi.so.12 and what it loads from the plan
+        for name in bind.ABI_NAMES:  # all of MPI from the host, or the ABI is mixed
+            lib = planned_closure.libraries.get(name)
+            if lib and pick and lib.path.parent != pick.path.parent:
+                report.problems.append(f"{name} comes from {lib.path} ({lib.how}) but "
+                                       f"libmpi.so.12 from {pick.path}: mixed MPI libraries")
+        # the host side: the plan's MPI libraries and what they load from the plan
+        host_libs = []
+        for name in (n for n in bind.ABI_NAMES if n in plan.links):
+            host = loader.closure(f"{bind.LINKS_DIR}/{name}", planned, path)
+            host_libs += [host.root] + [lib for lib in host.libraries.values()
+                                        if lib.path.parent == PurePosixPath(bind.LINKS_DIR)]
         host = loader.closure(f"{bind.LINKS_DIR}/libmpi.so.12", planned, path)
-        host_libs = [host.root] + [lib for lib in host.libraries.values()
-                                   if lib.path.parent == PurePosixPath(bind.LINKS_DIR)]
         version = elf.mpich_version(host.root.host)
         report.host_mpi = str(version) if version else plan.mpi.get("version", "")
         exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))

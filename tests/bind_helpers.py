@@ -133,6 +133,27 @@ int main(int argc, char **argv) {
 }
 '''
 
+#: Fortran through mpif.h: an MPI-3 program, and one calling an MPI-4.1 routine that Intel
+#: MPI's libmpifort has and Debian's MPICH 4.0.2 lacks (both linked against Intel MPI)
+MPI3F_SOURCE = """      program mpi3f
+      include 'mpif.h'
+      integer rank, ierr
+      call MPI_INIT(ierr)
+      call MPI_COMM_RANK(MPI_COMM_WORLD, rank, ierr)
+      print '(a,i0)', 'mpi3f: ', rank
+      call MPI_FINALIZE(ierr)
+      end
+"""
+MPI41F_SOURCE = """      program mpi41f
+      include 'mpif.h'
+      integer status(MPI_STATUS_SIZE), ierr
+      call MPI_INIT(ierr)
+      call MPI_STATUS_SET_SOURCE(status, 0, ierr)
+      print '(a,i0)', 'mpi41f: ', status(MPI_SOURCE)
+      call MPI_FINALIZE(ierr)
+      end
+"""
+
 IMAGE_MPI = "5.0.2"  # the image's own MPI (what the applications are built against)
 IMAGE_PREFIX = f"/opt/mpich-{IMAGE_MPI}"
 
@@ -150,6 +171,18 @@ def build_program(mpi: Mpi, source: Path, output: Path, runpath_dir: str,
     return output
 
 
+def build_fortran(text: str, output: Path) -> Path:
+    """gfortran with MPICH's mpif.h (Debian), linked against Intel MPI (RUNPATH /opt/impi)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / f"{output.name}.f"
+        source.write_text(text)
+        subprocess.run(["gfortran", "-O2", "-I/usr/include/x86_64-linux-gnu/mpich", "-o",
+                        str(output), str(source), f"-L{impi().lib}", "-lmpifort", "-lmpi",
+                        "-Wl,--enable-new-dtags", "-Wl,-rpath,/opt/impi/lib"],
+                       check=True, capture_output=True, text=True)
+    return output
+
+
 def base_image() -> Path:
     """Debian 12 root filesystem (mmdebstrap --variant=apt), made once."""
     def fill(work: Path):
@@ -163,6 +196,7 @@ def probe_image() -> Path:
     """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and, in /opt/probe/bin,
     mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 and Intel's IMB-MPI1."""
     key = hashlib.sha256("\0".join([PROBE_SOURCE.read_text(), MPI4_SOURCE, MPI41_SOURCE,
+                                     MPI3F_SOURCE, MPI41F_SOURCE,
                                      IMAGE_MPI, *map(str, WHEELS.values())]).encode()
                          ).hexdigest()[:10]
     final = pins.cache_dir() / "images" / f"bind-probe-{key}"
@@ -183,6 +217,9 @@ def probe_image() -> Path:
             for name, source in sources.items():
                 build_program(own, source, bindir / name, lib)
         shutil.copy2(impi().bin / "IMB-MPI1", bindir / "IMB-MPI1")  # NEEDED libmpi.so.12 only
+        if shutil.which("gfortran"):
+            for name, text in (("mpi3f", MPI3F_SOURCE), ("mpi41f", MPI41F_SOURCE)):
+                build_fortran(text, bindir / name)
     return _atomic_dir(final, fill)
 
 

@@ -154,3 +154,38 @@ def test_cli_exit_codes_and_run(image, plans):
                               "--plan", plans["debian"].directory], capture_output=True,
                              text=True, env=env)
     assert refused.returncode == 1 and "MPI_Status_set_source" in refused.stdout
+
+
+needs_gfortran = pytest.mark.skipif(not shutil.which("gfortran"),
+                                    reason="needs gfortran (Debian's mpich pulls it in)")
+
+
+@needs_gfortran
+def test_fortran_mpi41_call_refused_on_debian_mpich_and_fails_as_predicted(image, plans):
+    """Fortran bindings count too: mpi_status_set_source_ is in Intel MPI's libmpifort (the
+    program's MPI), not in Debian's libmpichfort 4.0.2 (the host's)."""
+    report = verify.check(f"{BIN}/mpi41f", plans["debian"], image)
+    assert report.missing == ["mpi_status_set_source_"], report.problems
+    assert report.picks["libmpi.so.12"]["path"].startswith(f"{bind.LINKS_DIR}/")
+    proc = run_in(plans["debian"], image, f"{BIN}/mpi41f", helpers.debian_mpich())
+    assert proc.returncode != 0 and "undefined symbol: mpi_status_set_source_" in proc.stderr
+
+
+@needs_gfortran
+def test_fortran_mpi3_program_built_on_intel_runs_on_debian_mpich(image, plans):
+    report = verify.check(f"{BIN}/mpi3f", plans["debian"], image)
+    assert report.ok, report.problems
+    assert {"mpi_init_", "mpi_comm_rank_", "mpi_finalize_"} <= set(
+        elf.read(image / BIN.lstrip("/") / "mpi3f").mpi_imports())
+    proc = verify.run_probe(plans["debian"], image, f"{BIN}/mpi3f",
+                            [str(helpers.debian_mpich().bin / "mpiexec"), "-n", "2"])
+    assert proc.returncode == 0 and "mpi3f: 0" in proc.stdout, proc.stderr[-2000:]
+
+
+def test_fortran_library_from_the_image_with_c_from_the_host_is_refused(image, plans):
+    """PyPI's MPICH 3.4.3 has no Fortran library: the image's would be mixed with it."""
+    if not (image / BIN.lstrip("/") / "mpi3f").exists():
+        pytest.skip("needs gfortran (Debian's mpich pulls it in)")
+    report = verify.check(f"{BIN}/mpi3f", plans["mpich-3.4.3"], image)
+    assert not report.ok
+    assert any("libmpifort.so.12" in p for p in report.problems), report.problems
