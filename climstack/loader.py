@@ -77,7 +77,12 @@ class View:
         return bool(found) and found[1].is_dir()
 
     def ld_so_conf(self) -> list[str]:
-        """Directories of /etc/ld.so.conf and its `include` globs, in order."""
+        """Directories of /etc/ld.so.conf and its `include` globs, in order (read once)."""
+        if getattr(self, "_ld_so_conf", None) is None:
+            self._ld_so_conf = self._read_ld_so_conf()
+        return self._ld_so_conf
+
+    def _read_ld_so_conf(self) -> list[str]:
         dirs: list[str] = []
 
         def parse(conf: str, depth: int = 0):
