@@ -220,6 +220,9 @@ def probe_image() -> Path:
         if shutil.which("gfortran"):
             for name, text in (("mpi3f", MPI3F_SOURCE), ("mpi41f", MPI41F_SOURCE)):
                 build_fortran(text, bindir / name)
+    if not final.is_dir():  # inputs changed: the old images are stale
+        for stale in final.parent.glob("bind-probe-*"):
+            shutil.rmtree(stale, ignore_errors=True)
     return _atomic_dir(final, fill)
 
 
