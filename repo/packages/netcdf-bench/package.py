@@ -8,9 +8,10 @@ from spack.package import *
 
 
 class NetcdfBench(CMakePackage):
-    """NetCDF-Bench (benchtool) measures parallel NetCDF-4/HDF5 I/O: independent and
-    collective reads and writes of a 4-D variable with configurable chunking, fill and
-    process decomposition."""
+    """NetCDF-Bench (benchtool) measures parallel NetCDF-4/HDF5 I/O as climate models do
+    it: independent, collective and chunked reads and writes of a 4-D (t:x:y:z) variable
+    with configurable block and chunk geometry, fill values and unlimited time dimension,
+    and a per-process and aggregated report."""
 
     homepage = "https://github.com/joobog/netcdf-bench"
     git = "https://github.com/joobog/netcdf-bench.git"
@@ -24,16 +25,21 @@ class NetcdfBench(CMakePackage):
     version("2021-04-22", commit="5e2b6d3cc7a7d73bbb2ce2747d9770004a2cde40", preferred=True)
 
     depends_on("c", type="build")
+    depends_on("cxx", type="build")  # project() enables C and CXX, though all sources are C
     depends_on("cmake@3.5:", type="build")
+    # CMakeLists.txt calls pkg_search_module() even when it finds no pkg-config
     depends_on("pkgconfig", type="build")
     depends_on("mpi")
+    # parallel NetCDF-4 (nc_create_par, nc_var_par_access)
     depends_on("netcdf-c +mpi")
 
     def cmake_args(self):
+        netcdf = self.spec["netcdf-c"]
         return [
             self.define("CMAKE_C_COMPILER", self.spec["mpi"].mpicc),
-            self.define("NETCDF_INCLUDE_DIR", self.spec["netcdf-c"].prefix.include),
-            self.define("NETCDF_LIBRARIES", self.spec["netcdf-c"].libs.joined(";")),
+            # the bundled FindNetCDF.cmake reads these cache variables first
+            self.define("NETCDF_INCLUDE_DIR", netcdf.headers.directories[0]),
+            self.define("NETCDF_LIBRARY", netcdf.libs.libraries[0]),
             # upstream asks for CMake 3.0 policies, which CMake >= 4 refuses
             self.define("CMAKE_POLICY_VERSION_MINIMUM", "3.5"),
         ]
