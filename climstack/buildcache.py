@@ -9,6 +9,7 @@ Every function takes `run`, a callable like climstack.spack.run, so the same cod
 the user's Spack or a `Centre` (an isolated Spack instance, as in the tests and benchmark).
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -83,15 +84,34 @@ class Centre:
 
 
 def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
-    """A slice of the local environment (same stack and site scope), concretized.
-    The host's zlib is an external: Debian repacks zlib, so no source mirror can hold it."""
+    """A slice of the local environment (same stack and site scope), concretized; the
+    concretization is kept while its inputs (manifest, stack, site/local, our repo) are
+    unchanged. The host's zlib is an external: Debian repacks zlib's tarball."""
     env_dir.mkdir(parents=True, exist_ok=True)
     manifest = {"spack": {"include": [str(STACK), str(PROJECT_ROOT / "site" / "local")],
                           "specs": [{"matrix": [list(specs), ["$site_arch"]]}], "view": False}}
+    inputs = [STACK, *sorted((PROJECT_ROOT / "site" / "local").glob("*.yaml")),
+              *sorted((PROJECT_ROOT / "repo").rglob("*.py"))]
+    stamp = short_digest(yaml.safe_dump(manifest) + "".join(p.read_text() for p in inputs))
+    if (env_dir / "spack.lock").is_file() and (env_dir / ".inputs").is_file() and \
+            (env_dir / ".inputs").read_text() == stamp:
+        return env_dir
     (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
     run("external", "find", "--not-buildable", "zlib", env=env_dir)
     run("concretize", "--fresh", "--force", env=env_dir)
+    (env_dir / ".inputs").write_text(stamp)
     return env_dir
+
+
+def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
+    """The install root Spack uses (unpadded unless asked: what a leaked path starts with)."""
+    attr = "root" if padded else "unpadded_root"
+    out = run("python", "-c", f"import spack.store; print(spack.store.STORE.{attr})", env=env)
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def short_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # --- signing keys -----------------------------------------------------------------------
@@ -185,6 +205,19 @@ def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False
     return run(*args, url, env=env_dir).stdout
 
 
+def tarball_of(cache_dir: Path, name: str) -> Path:
+    """The binary tarball of package `name` in a filesystem buildcache (layout v3: a signed
+    manifest per spec lists its blobs by sha256)."""
+    manifests = sorted((cache_dir / "v3" / "manifests" / "spec" / name).glob("*.spec.manifest.json"))
+    if not manifests:
+        raise ClimstackError(f"no {name} in buildcache {cache_dir}",
+                             fix="push it first (`climstack buildcache push`)")
+    text = manifests[0].read_text()
+    body = text[text.index("{"):text.rindex("}") + 1]  # inside the clearsigned envelope
+    blob = next(b for b in json.loads(body)["data"] if "install" in b["mediaType"])
+    return cache_dir / "blobs" / "sha256" / blob["checksum"][:2] / blob["checksum"]
+
+
 def lock_roots(lock: Path) -> list[str]:
     try:
         return [root["spec"] for root in json.loads(lock.read_text())["roots"]]
@@ -205,30 +238,43 @@ def env_from_lock(lock: Path, env_dir: Path) -> Path:
 
 
 def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> str:
-    """Install an environment's concrete specs from the buildcache only (no source builds)."""
+    """Install an environment's concrete specs from the buildcache only (no source builds).
+    Spack runs with -d: only its debug output says why a binary was refused."""
     check_reachable(url)
     mirror_add(url, unsigned=unsigned, env=env_dir, run=run)
-    args = [*GPG, "install", "--cache-only"] + (["--no-check-signature"] if unsigned else [])
-    proc = run(*args, env=env_dir, check=False)
+    args = ["-d", *GPG, "install", "--cache-only"]
+    proc = run(*args, *(["--no-check-signature"] if unsigned else []), env=env_dir, check=False)
     if proc.returncode != 0:
         raise install_error(url, proc.stderr + proc.stdout)
-    return proc.stdout
+    return "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("==> ["))
+
+
+#: Spack's reason for refusing a binary (buildcache layout v3) -> our advice
+REFUSALS = (
+    ("checksum failed", "a tarball in the cache does not match its signed manifest: it is "
+     "corrupted or was tampered with. Have the building centre push it again "
+     "(`climstack buildcache push --force`); never skip the check"),
+    ("Required signature was not found", "the cache is unsigned. Ask the building centre to "
+     "push signed; only if you accept unverified binaries, pass --unsigned"),
+    ("Signature could not be verified", "the cache is signed by a key this Spack does not "
+     "trust: `climstack buildcache key trust <building centre's key>.pub`"),
+)
 
 
 def install_error(url: str, output: str) -> ClimstackError:
-    """Spack's refusal, explained."""
-    lines = [line for line in output.splitlines() if "Error" in line or "error" in line]
-    detail = "\n".join(lines[-4:]) or output.strip()[-2000:]
-    text = output.lower()
-    if "signature" in text or "gpg" in text or "unsigned" in text:
-        fix = ("trust the building centre's public key (`climstack buildcache key trust "
-               "KEY.pub`); only if you accept unverified binaries, pass --unsigned")
-    elif "checksum" in text or "sha256" in text or "does not match" in text:
-        fix = ("the cache holds a corrupted or tampered tarball: have the building centre "
-               "push it again (`climstack buildcache push --force`); never skip the check")
-    else:
-        fix = "check the cache holds every spec (`climstack buildcache list`)"
-    return ClimstackError(f"installing from buildcache {url} was refused:\n{detail}", fix=fix)
+    """Spack's refusal, per spec, with what to do about it."""
+    reasons = []
+    for line in output.splitlines():
+        if "Encountered error attempting to fetch archive for" in line and "(v2)" not in line:
+            spec, _, reason = line.split(" for ", 1)[1].partition(" due to ")
+            reasons.append(f"  {spec.split(' from ')[0]}: {reason.strip()}")
+    fixes = [fix for key, fix in REFUSALS if any(key in r for r in reasons)]
+    if not reasons:
+        errors = [line for line in output.splitlines() if "Error:" in line]
+        reasons = errors[-4:] or [output.strip()[-2000:]]
+    return ClimstackError(
+        f"installing from buildcache {url} was refused:\n" + "\n".join(dict.fromkeys(reasons)),
+        fix="; ".join(fixes) or "check the cache holds every spec (`climstack buildcache list`)")
 
 
 _LIST = r"""

@@ -4,61 +4,21 @@ Every MPI executable must (1) list libxpmem.so.0 in DT_NEEDED, so that Cray MPIC
 XPMEM single-copy transfers, and (2) find its MPI through DT_RUNPATH, never DT_RPATH, so
 that the launcher's LD_LIBRARY_PATH (the bound host MPICH) wins.
 
-This module needs only the standard library and pyelftools: the image's %post and %test
-run it as `python3 -m climstack.image_check` (Debian's python3-pyelftools).
+It needs only pyelftools besides this package: the image's %post and %test run it as
+`python3 -m climstack.image_check` with Debian's python3-pyelftools.
 """
 
 import argparse
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
+from climstack import elf
 
 #: SONAMEs of the MPICH ABI (libmpi.so.12 and its Fortran/C++ companions)
 MPI_SONAMES = {"libmpi.so.12", "libmpifort.so.12", "libmpicxx.so.12", "libmpich.so.12"}
 XPMEM_SONAME = "libxpmem.so.0"
-
-
-@dataclass
-class ElfInfo:
-    path: Path
-    soname: str = ""
-    needed: list[str] = field(default_factory=list)
-    rpath: list[str] = field(default_factory=list)
-    runpath: list[str] = field(default_factory=list)
-    executable: bool = False  # has a program interpreter (PT_INTERP)
-
-
-def read_elf(path: Path) -> ElfInfo | None:
-    """Dynamic-section facts of an ELF file, or None if it is not a dynamic ELF file."""
-    try:
-        with open(path, "rb") as stream:
-            if stream.read(4) != b"\x7fELF":
-                return None
-            stream.seek(0)
-            elf = ELFFile(stream)
-            info = ElfInfo(path=path)
-            info.executable = any(seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments())
-            dynamic = next((s for s in elf.iter_sections() if isinstance(s, DynamicSection)), None)
-            if dynamic is None:
-                return None
-            for tag in dynamic.iter_tags():
-                if tag.entry.d_tag == "DT_NEEDED":
-                    info.needed.append(tag.needed)
-                elif tag.entry.d_tag == "DT_SONAME":
-                    info.soname = tag.soname
-                elif tag.entry.d_tag == "DT_RPATH":
-                    info.rpath = tag.rpath.split(":")
-                elif tag.entry.d_tag == "DT_RUNPATH":
-                    info.runpath = tag.runpath.split(":")
-            return info
-    except (ELFError, OSError, ValueError):
-        return None
 
 
 def resolve_in(sysroot: Path, path: Path) -> Path:
@@ -76,7 +36,7 @@ def resolve_in(sysroot: Path, path: Path) -> Path:
     return current
 
 
-def scan(root: Path, sysroot: Path | None = None) -> list[ElfInfo]:
+def scan(root: Path, sysroot: Path | None = None) -> list[elf.Elf]:
     """Every dynamic ELF file under root, each read once. With `sysroot`, root and every
     symlink below it are read as inside that image directory."""
     def resolve(path: Path) -> Path:
@@ -92,12 +52,12 @@ def scan(root: Path, sysroot: Path | None = None) -> list[ElfInfo]:
             seen.add(real)
             if real.is_dir():
                 pending.append(real)
-            elif real.is_file() and (info := read_elf(real)):
+            elif real.is_file() and elf.is_elf(real) and (info := elf.try_read(real)):
                 found.append(info)
     return found
 
 
-def mpi_users(files: list[ElfInfo]) -> list[ElfInfo]:
+def mpi_users(files: list[elf.Elf]) -> list[elf.Elf]:
     """Executables that load MPI directly or through a library that does (by SONAME)."""
     mpi = set(MPI_SONAMES)
     changed = True
@@ -107,10 +67,10 @@ def mpi_users(files: list[ElfInfo]) -> list[ElfInfo]:
             if info.soname and info.soname not in mpi and mpi.intersection(info.needed):
                 mpi.add(info.soname)
                 changed = True
-    return [f for f in files if f.executable and mpi.intersection(f.needed)]
+    return [f for f in files if f.interpreter and mpi.intersection(f.needed)]
 
 
-def problems(info: ElfInfo) -> list[str]:
+def problems(info: elf.Elf) -> list[str]:
     found = []
     if XPMEM_SONAME not in info.needed:
         found.append(f"DT_NEEDED lacks {XPMEM_SONAME}")
@@ -121,7 +81,7 @@ def problems(info: ElfInfo) -> list[str]:
     return found
 
 
-def link_xpmem(files: list[ElfInfo], stub_libdir: Path) -> int:
+def link_xpmem(files: list[elf.Elf], stub_libdir: Path) -> int:
     """Add libxpmem.so.0 to DT_NEEDED (and the stub's dir to RUNPATH) of MPI executables."""
     patched = 0
     for info in files:

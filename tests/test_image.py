@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from climstack import image, image_check
+from climstack import elf, image, image_check
 
 pytestmark = pytest.mark.skipif(
     not all(map(__import__("shutil").which, ("ch-run", "mmdebstrap"))),
@@ -46,7 +46,7 @@ def test_view_executables_need_xpmem_and_use_runpath(archer2_image):
         # the stub resolves through the executable's own RUNPATH, inside the image
         stubs = [in_image(archer2_image, d) / image_check.XPMEM_SONAME for d in info.runpath]
         found = [s for s in stubs if s.exists()]
-        assert found and image_check.read_elf(found[0]).soname == image_check.XPMEM_SONAME
+        assert found and elf.read(found[0]).soname == image_check.XPMEM_SONAME
 
 
 def test_image_check_passes_inside_the_image(archer2_image):
