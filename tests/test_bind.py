@@ -251,7 +251,9 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
     base.chmod(0o755)  # pytest's own tmp dirs are private to root
     root = base / "root"
     shutil.copytree(cray_root, root, symlinks=True)
-    subprocess.run(["chmod", "-R", "a+rX", str(root)], check=True)
+    site = base / "site" / "archer2"  # the checkout may sit in a directory only root reads
+    shutil.copytree(pins.PROJECT_ROOT / "site" / "archer2", site)
+    subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
     libdir = root / helpers.CRAY_MPICH.lstrip("/") / "lib"
     libdir.chmod(0o000)
     read, write = os.pipe()
@@ -262,7 +264,7 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
         try:
             os.setgid(65534)
             os.setuid(65534)
-            bind.make_plan("archer2", view=loader.View(root), environ={})
+            bind.make_plan(str(site), view=loader.View(root), environ={})
         except ClimstackError as err:
             message = str(err)
         except Exception as err:  # noqa: BLE001 - reported to the parent
