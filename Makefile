@@ -17,3 +17,4 @@ test: setup
 
 bench: setup
 	.venv/bin/python benchmarks/concretize_times.py
+	.venv/bin/python benchmarks/bind_vs_native.py
