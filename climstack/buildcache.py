@@ -149,6 +149,15 @@ def gpg_fingerprints(run=spack.run) -> list[str]:
             if len(word) == 40 and all(c in "0123456789ABCDEF" for c in word)]
 
 
+def tracked_secret_keys(repo: Path = PROJECT_ROOT) -> list[str]:
+    """Files git tracks in repo that hold a secret PGP key (armoured export)."""
+    mark = b"BEGIN PGP " + b"PRIVATE KEY"  # split, so this file is no match itself
+    names = subprocess.run(["git", "-C", str(repo), "ls-files", "-z"], capture_output=True,
+                           check=True).stdout.split(b"\0")
+    return [name.decode() for name in names if name and (repo / name.decode()).is_file()
+            and mark in (repo / name.decode()).read_bytes()]
+
+
 # --- mirrors ----------------------------------------------------------------------------
 
 def mirror_url(location: str) -> str:
