@@ -203,7 +203,7 @@ def mirror_add(url: str, unsigned: bool = False, env: Path | None = None, run=sp
 # --- push, install, list ----------------------------------------------------------------
 
 def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False,
-         run=spack.run) -> str:
+         force: bool = False, run=spack.run) -> str:
     """Push the environment's installed specs (and runtime deps) signed, then reindex."""
     if not unsigned and not gpg_fingerprints(run):
         raise ClimstackError("no signing key in this Spack's keyring",
@@ -211,13 +211,15 @@ def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False
                              "centre's key with `spack gpg trust SECRET.key`; or --unsigned")
     args = [*GPG, "buildcache", "push", "--update-index", "--fail-fast"]
     args += ["--unsigned"] if unsigned else ["--signed"] + (["--key", key] if key else [])
+    args += ["--force"] if force else []  # replace tarballs already in the cache
     return run(*args, url, env=env_dir).stdout
 
 
 def tarball_of(cache_dir: Path, name: str) -> Path:
     """The binary tarball of package `name` in a filesystem buildcache (layout v3: a signed
     manifest per spec lists its blobs by sha256)."""
-    manifests = sorted((cache_dir / "v3" / "manifests" / "spec" / name).glob("*.spec.manifest.json"))
+    specs = cache_dir / "v3" / "manifests" / "spec" / name
+    manifests = sorted(specs.glob("*.spec.manifest.json"))
     if not manifests:
         raise ClimstackError(f"no {name} in buildcache {cache_dir}",
                              fix="push it first (`climstack buildcache push`)")
@@ -293,7 +295,7 @@ print(json.dumps([{"name": s.name, "version": str(s.version), "hash": s.dag_hash
                    "platform": s.architecture.platform, "os": s.architecture.os,
                    "target": str(s.architecture.target),
                    "mpi": [d.format("{name}@{version}") for d in s.dependencies(virtuals=["mpi"])]}
-                  for s in bd.update_cache_and_get_specs()]))
+                  for s in bd.update_cache_and_get_specs() if not s.external]))
 """
 
 
@@ -345,9 +347,12 @@ def register(commands) -> None:
 
     def run_push(args):
         url = mirror_url(args.mirror)
-        check_reachable(url) if not url.startswith("file://") else Path(
-            urllib.parse.urlparse(url).path).mkdir(parents=True, exist_ok=True)
-        print(push(environments.resolve(args.environment), url, args.key, args.unsigned), end="")
+        if url.startswith("file://"):  # a new filesystem cache is simply created
+            path = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+            path.mkdir(parents=True, exist_ok=True)
+        check_reachable(url)
+        print(push(environments.resolve(args.environment), url, args.key, args.unsigned,
+                   args.force), end="")
 
     push_cmd = actions.add_parser("push", help="push an environment's installed specs, signed, "
                                   "and update the cache's index")
@@ -355,11 +360,14 @@ def register(commands) -> None:
     push_cmd.add_argument("mirror", help="directory, file://, https:// or oci:// URL")
     push_cmd.add_argument("--key", help="signing key fingerprint (default: the only one)")
     push_cmd.add_argument("--unsigned", action="store_true", help="push without signing")
+    push_cmd.add_argument("--force", action="store_true", help="replace tarballs in the cache")
     push_cmd.set_defaults(run=run_push)
 
     def run_install(args):
+        url = mirror_url(args.mirror)
+        check_reachable(url)
         env_dir = env_from_lock(Path(args.lock), Path(args.into))
-        print(install(env_dir, mirror_url(args.mirror), args.unsigned), end="")
+        print(install(env_dir, url, args.unsigned), end="")
 
     install_cmd = actions.add_parser("install", help="install another centre's lockfile from "
                                      "the buildcache only")

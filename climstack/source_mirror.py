@@ -11,6 +11,7 @@ the deb-src entries are derived from the host's own `deb` entries (same mirror a
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,6 +22,7 @@ from climstack.errors import ClimstackError
 from climstack.pins import cache_dir
 
 APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+ONE_LINE = re.compile(r"^deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)(.*)$", re.MULTILINE)
 
 # Run inside `spack -e ENV python`: one JSON object per concrete spec that Spack would
 # fetch, with its pinned sha256 and its paths in a mirror (digest path first, then alias).
@@ -122,7 +124,7 @@ class DebianSources:
             entries.append("\n".join(f"{key}: {value}" for key, value in fields.items()))
         if not entries:
             raise ClimstackError(f"no `deb` entries in {' or '.join(map(str, APT_SOURCES))}",
-                                 fix="configure the Debian archive (or a local mirror of it) in apt")
+                                 fix="configure the Debian archive (or a mirror of it) in apt")
         self.sources_file.parent.mkdir(parents=True, exist_ok=True)
         self.sources_file.write_text("# written by climstack source-mirror\n"
                                      + "\n\n".join(entries) + "\n")
@@ -193,17 +195,15 @@ def host_deb_entries() -> list[tuple[str, str, str, str]]:
                 fields = dict(line.split(":", 1) for line in stanza.splitlines()
                               if ":" in line and not line.startswith(("#", " ")))
                 fields = {k.strip(): v.strip() for k, v in fields.items()}
-                if "deb" in fields.get("Types", "").split() and fields.get("Enabled", "yes") != "no":
+                enabled = fields.get("Enabled", "yes") != "no"
+                if "deb" in fields.get("Types", "").split() and enabled:
                     entries.append((fields.get("URIs", ""), fields.get("Suites", ""),
                                     fields.get("Components", ""), fields.get("Signed-By", "")))
-        else:
-            for line in text.splitlines():
-                words = line.split()
-                if words[:1] == ["deb"]:
-                    options = words[1][1:-1] if words[1].startswith("[") else ""
-                    words = [w for w in words[1:] if not w.startswith("[") and not w.endswith("]")]
-                    signed = [o.split("=", 1)[1] for o in options.split() if o.startswith("signed-by=")]
-                    entries.append((words[0], words[1], " ".join(words[2:]), signed[0] if signed else ""))
+        else:  # one-line format: deb [options] uri suite components...
+            for match in ONE_LINE.finditer(text):
+                options, uri, suite, components = match.groups()
+                signed = re.search(r"signed-by=(\S+)", options or "")
+                entries.append((uri, suite, components.strip(), signed[1] if signed else ""))
     return entries
 
 

@@ -228,10 +228,10 @@ def probe_image() -> Path:
 
 # --- a synthetic Cray PE tree: real ELF libraries with Cray's names, under a temp root ----
 
-CRAY_MPICH = "/opt/cray/pe/mpich/8.1.23/ofi/gnu/9.1"
+CRAY_MPICH = "/opt/cray/pe/mpich/8.1.27/ofi/gnu/9.1"
 CRAY_LIB_SOURCE = r'''
 __attribute__((used)) static const char strings[][64] = {
-    "MPI VERSION    : CRAY MPICH version 8.1.23.4 (ANL base 3.4a2)", "12:0:0", "3.4a2"};
+    "MPI VERSION    : CRAY MPICH version 8.1.27.4 (ANL base 3.4a2)", "12:0:0", "3.4a2"};
 int MPI_Init(int *argc, char ***argv) { return 0; }
 int PMPI_Init(int *argc, char ***argv) { return 0; }
 int MPI_Finalize(void) { return 0; }
@@ -275,9 +275,9 @@ def cray_tree(root: Path) -> Path:
             ["/usr/lib64/libibverbs.so.1"])
     _link(root, f"{fabric}/libfabric.so.1", "libfabric.so.1.15")
     _shared(root, "/opt/cray/pe/pals/1.2.4/lib/libpals.so.0", "libpals.so.0")
-    _shared(root, "/opt/cray/pe/pmi/6.1.8/lib/libpmi.so.0", "libpmi.so.0",
+    _shared(root, "/opt/cray/pe/pmi/6.1.12/lib/libpmi.so.0", "libpmi.so.0",
             ["/opt/cray/pe/pals/1.2.4/lib/libpals.so.0"], runpath="/opt/cray/pe/pals/1.2.4/lib")
-    _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.8/lib/libpmi.so.0")
+    _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.12/lib/libpmi.so.0")
     _shared(root, "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0", "libxpmem.so.0")
     _link(root, "/etc/alternatives/cray-xpmem", "/opt/cray/xpmem/2.6.2-2.5_2.22")
     _shared(root, f"{CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0", "libmpich_gnu_71.so.3",

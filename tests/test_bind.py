@@ -190,7 +190,7 @@ def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path
     view = loader.View(cray_root)
     plan = bind.write(bind.make_plan("archer2", view=view, environ={}), tmp_path)
     assert plan.mpi["source"] == "site/archer2/packages.yaml"
-    assert "Cray MPICH 8.1.23.4 (ANL MPICH base 3.4a2)" == plan.mpi["version"]
+    assert "Cray MPICH 8.1.27.4 (ANL MPICH base 3.4a2)" == plan.mpi["version"]
     # CLE7: the file is libmpi.so.12, its SONAME libmpich_gnu_71.so.3; the link makes both work
     assert plan.links["libmpi.so.12"] == \
         f"{helpers.CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0"

@@ -12,7 +12,6 @@ every run.
 """
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -76,7 +75,7 @@ def centre_b(centre_a, tmp_path_factory):
 
 
 def test_debian_filled_source_mirror_holds_the_recipes_tarball(centre_a):
-    a, env, *_ , report = centre_a
+    a, env, *_, report = centre_a
     netcdf = [spec for spec in report if spec.startswith("netcdf-c@")]
     assert netcdf and ("Debian netcdf" in report[netcdf[0]] or report[netcdf[0]] == "present")
     need = [n for n in sm.needed_sources(env, run=a.run) if n["name"] == "netcdf-c"][0]
@@ -162,7 +161,8 @@ PARALLEL_WRITE = r"""
 #include <netcdf_par.h>
 #include <stdio.h>
 #include <stdlib.h>
-#define CHECK(e) do { int s = (e); if (s) { fprintf(stderr, "%s\n", nc_strerror(s)); exit(1); } } while (0)
+#define CHECK(e) do { int s = (e); \
+    if (s) { fprintf(stderr, "%s\n", nc_strerror(s)); exit(1); } } while (0)
 int main(int argc, char **argv) {
     int rank, ncid, dim, var;
     MPI_Init(&argc, &argv);

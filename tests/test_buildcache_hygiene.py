@@ -11,7 +11,6 @@ from climstack import source_mirror as sm
 from climstack.pins import PROJECT_ROOT
 
 
-
 def git(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["git", "-C", str(PROJECT_ROOT), *args], capture_output=True)
 

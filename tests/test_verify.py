@@ -115,7 +115,7 @@ def test_verify_reports_where_libxpmem_comes_from(cray_app):
     assert report.picks["libxpmem.so.0"]["path"] == f"{bind.LINKS_DIR}/libxpmem.so.0"
     assert report.picks["libxpmem.so.0"]["host"].endswith(
         "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0")
-    assert report.host_mpi == "Cray MPICH 8.1.23.4 (ANL MPICH base 3.4a2)"
+    assert report.host_mpi == "Cray MPICH 8.1.27.4 (ANL MPICH base 3.4a2)"
     assert report.missing == ["MPI_Comm_rank"]  # the synthetic Cray library lacks it
 
 
