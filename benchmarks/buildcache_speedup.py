@@ -24,7 +24,8 @@ from climstack import source_mirror as sm  # noqa: E402
 
 
 def size(path: Path) -> str:
-    return subprocess.run(["du", "-sh", str(path)], capture_output=True, text=True).stdout.split()[0]
+    out = subprocess.run(["du", "-sh", str(path)], capture_output=True, text=True).stdout
+    return out.split()[0]
 
 
 def timed(what: str, action):
