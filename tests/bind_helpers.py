@@ -15,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from climstack import pins
 
 PROJECT_ROOT = pins.PROJECT_ROOT
@@ -190,6 +192,12 @@ def base_image() -> Path:
         subprocess.run(["mmdebstrap", "--variant=apt", "bookworm", str(work)], check=True,
                        capture_output=True, timeout=1200)
     return _atomic_dir(pins.cache_dir() / "images" / "bind-bookworm", fill)
+
+
+#: tests that run containers need Debian's charliecloud, mmdebstrap and gcc
+needs_charliecloud = pytest.mark.skipif(
+    not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))),
+    reason="needs Debian's charliecloud, mmdebstrap and gcc (bin/setup installs them)")
 
 
 def probe_image() -> Path:

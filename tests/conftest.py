@@ -42,3 +42,11 @@ def roots(lock: dict) -> list[dict]:
 
 def run_spack(*args, **kwargs):
     return spack.run(*args, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def image():
+    """The Debian image with mpi-probe built against several MPIs (tests/bind_helpers.py)."""
+    import bind_helpers
+
+    return bind_helpers.probe_image()

@@ -14,15 +14,8 @@ import bind_helpers as helpers
 from climstack import bind, loader, pins, verify
 from climstack.errors import ClimstackError
 
-needs_charliecloud = pytest.mark.skipif(
-    not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))),
-    reason="needs Debian's charliecloud, mmdebstrap and gcc (bin/setup installs them)")
+needs_charliecloud = helpers.needs_charliecloud
 PROBE = "/opt/probe/bin/mpi-probe"
-
-
-@pytest.fixture(scope="module")
-def image():
-    return helpers.probe_image()
 
 
 def ready(plan: bind.Plan, image: Path, directory: Path) -> bind.Plan:

@@ -10,15 +10,8 @@ import pytest
 import bind_helpers as helpers
 from climstack import bind, elf, loader, pins, verify
 
-pytestmark = pytest.mark.skipif(
-    not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))),
-    reason="needs Debian's charliecloud, mmdebstrap and gcc (bin/setup installs them)")
+pytestmark = helpers.needs_charliecloud
 BIN = "/opt/probe/bin"
-
-
-@pytest.fixture(scope="module")
-def image():
-    return helpers.probe_image()
 
 
 @pytest.fixture(scope="module")
