@@ -8,7 +8,7 @@ import yaml
 from conftest import PROJECT_ROOT
 from spython.main.parse.parsers import SingularityParser
 
-from climstack import containers, environments, mpich_base
+from climstack import containers, environments, mpich_base, pins
 from climstack.errors import ClimstackError
 
 CONTAINER_ENVS = containers.container_environments()
@@ -33,9 +33,13 @@ def test_recipe_parses_into_build_and_final_stages(name):
     assert "repo /opt/climstack/repo" in build.files  # our package repo reaches the build
     assert "site/container /opt/climstack/site/container" in build.files
     post = "\n".join(build.install)
-    assert "--branch v1.1.0 https://github.com/spack/spack.git" in post
-    assert "2e907202bcc8209a6a62243aab50c179b524cc3b" in post
-    assert "--branch v2025.11.0 https://github.com/spack/spack-packages.git" in post
+    # Spack, spack-packages and clingo pinned exactly as bin/setup pins them
+    assert f"--branch {pins.SPACK.tag} https://github.com/spack/spack.git" in post
+    assert pins.SPACK.commit in post
+    assert f"--branch {pins.SPACK_PACKAGES.tag} https://github.com/spack/spack-packages.git" in post
+    clingo = next(line for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+                  if line.startswith("clingo=="))
+    assert f"pip install --quiet {clingo}" in post
     assert "climstack.image_check /opt/views/view" in post and "--link-xpmem" in post
     assert final.layer_files["build"] == ["/opt/climstack /opt", "/opt/software /opt",
                                           "/opt/views /opt"]
