@@ -76,6 +76,17 @@ def site_external_prefix(site: str, packages: tuple[str, ...]) -> str | None:
     return None
 
 
+#: the Cray PE externals whose libraries an MPI needs (what `module load` would add)
+RUNTIME_EXTERNALS = ("cray-pmi", "libfabric", "xpmem")
+
+
+def site_library_dirs(site: str) -> list[str]:
+    """lib/ and lib64/ of the site's cray-pmi, libfabric and xpmem externals, so that the
+    versions live in packages.yaml only."""
+    prefixes = [site_external_prefix(site, (name,)) for name in RUNTIME_EXTERNALS]
+    return [f"{prefix}/{lib}" for prefix in prefixes if prefix for lib in ("lib", "lib64")]
+
+
 # --- discovery --------------------------------------------------------------------------
 
 @dataclass
@@ -208,7 +219,7 @@ def make_plan(site: str, mode: str = "bind", view: loader.View | None = None,
     environ = os.environ if environ is None else environ
     plan = Plan(site=site, mode=mode, runtime=runtime or config.get("runtime", "apptainer"))
     search = [*filter(None, environ.get("LD_LIBRARY_PATH", "").split(":")),
-              *config.get("library_path", [])]
+              *config.get("library_path", []), *site_library_dirs(site)]
 
     roots: dict[str, str] = {}  # name the application asks for -> host path (in view)
     if mode == "bind":
