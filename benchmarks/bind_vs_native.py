@@ -5,7 +5,8 @@ ranks with the host MPI (Debian's MPICH 4.0.2) swapped in: natively on the host,
 bind mode with each rank in its own ch-run container under `climstack bind local`'s plan.
 Runs alternate, REPEAT times; per message size the best (minimum) time of each side is
 compared, the estimator least disturbed by other load on a 2-core machine (the 1-minute
-load average is printed; medians too). Goal: bind within 2% of native. Run: `.venv/bin/python benchmarks/bind_vs_native.py [REPEAT]`.
+load average is printed; medians too). Goal: bind within 2% of native.
+Run: `.venv/bin/python benchmarks/bind_vs_native.py [REPEAT]`.
 """
 
 import os
@@ -15,14 +16,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from climstack.run import plan as plans
+from climstack.run.runtimes import charliecloud
+from climstack.testing import programs as helpers
 
-import bind_helpers as helpers  # noqa: E402
-from climstack import bind  # noqa: E402
-
-IMB = ["PingPong", "Allgather", "-msglog", "0:16", "-iter", "2000", "-time", "2",
-       "-npmin", "2"]
+IMB = ["PingPong", "Allgather", "-msglog", "0:16", "-iter", "2000", "-time", "2", "-npmin", "2"]
 COLUMN = {"PingPong": "t[usec]", "Allgather": "t_avg[usec]"}
 
 
@@ -50,46 +48,63 @@ def run(argv: list[str], env: dict) -> dict[str, dict[int, float]]:
 
 def main(repeat: int = 5) -> None:
     image = helpers.probe_image()
-    host = helpers.debian_mpich()
     with tempfile.TemporaryDirectory() as tmp:
-        plan = bind.write(bind.make_plan("local", environ={}), Path(tmp) / "plan")
-        bind.prepare_image(plan, image)
+        plan = plans.write(plans.make_plan("local", environ={}), Path(tmp) / "plan")
+        plans.prepare_image(plan, image)
         launcher = ["mpiexec", "-n", "2"]
         env = {**os.environ, "USER": os.environ.get("USER") or "root"}
         # native: the same swap without a container (the plan's links dir, on the host)
         native_env = {**env, **plan.env, "LD_LIBRARY_PATH": str(Path(tmp) / "alias")}
         (Path(tmp) / "alias").mkdir()
         (Path(tmp) / "alias" / "libmpi.so.12").symlink_to(
-            Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12"))
+            Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
+        )
         native = [*launcher, str(helpers.impi().bin / "IMB-MPI1"), *IMB]
-        contained = [*launcher, *bind.charliecloud_args(
-            plan, str(image), ["/opt/probe/bin/IMB-MPI1", *IMB])]
-        probe = subprocess.run([*launcher, *bind.charliecloud_args(
-            plan, str(image), ["/opt/probe/bin/mpi-probe"])], capture_output=True, text=True,
-            env=env).stdout
+        contained = [
+            *launcher,
+            *charliecloud.exec_args(plan, str(image), ["/opt/probe/bin/IMB-MPI1", *IMB]),
+        ]
+        probe = subprocess.run(
+            [*launcher, *charliecloud.exec_args(plan, str(image), ["/opt/probe/bin/mpi-probe"])],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
         print(f"host MPI in the container: {probe.splitlines()[0] if probe else '?'}")
         samples = {"native": [], "bind": []}
         for _ in range(repeat):
             samples["native"].append(run(native, native_env))
             samples["bind"].append(run(contained, env))
-    print(f"IMB-MPI1, 2 ranks, {repeat} alternating runs each, load average "
-          f"{os.getloadavg()[0]:.2f} (us; ratio = best bind / best native)")
+    print(
+        f"IMB-MPI1, 2 ranks, {repeat} alternating runs each, load average "
+        f"{os.getloadavg()[0]:.2f} (us; ratio = best bind / best native)"
+    )
     for benchmark in COLUMN:
-        print(f"\n{benchmark:>10} {'bytes':>7} {'native':>9} {'bind':>9} {'ratio':>7}"
-              f" {'median ratio':>13}")
+        print(
+            f"\n{benchmark:>10} {'bytes':>7} {'native':>9} {'bind':>9} {'ratio':>7}"
+            f" {'median ratio':>13}"
+        )
         ratios = []
         for size in sorted(samples["native"][0][benchmark]):
-            native_t, bind_t = (min(s[benchmark][size] for s in samples[side])
-                                for side in ("native", "bind"))
-            native_m, bind_m = (statistics.median(s[benchmark][size] for s in samples[side])
-                                for side in ("native", "bind"))
+            native_t, bind_t = (
+                min(s[benchmark][size] for s in samples[side]) for side in ("native", "bind")
+            )
+            native_m, bind_m = (
+                statistics.median(s[benchmark][size] for s in samples[side])
+                for side in ("native", "bind")
+            )
             if native_t > 0 and native_m > 0:
                 ratios.append(bind_t / native_t)
-                print(f"{'':>10} {size:>7} {native_t:>9.2f} {bind_t:>9.2f} "
-                      f"{bind_t / native_t:>7.3f} {bind_m / native_m:>13.3f}")
+                print(
+                    f"{'':>10} {size:>7} {native_t:>9.2f} {bind_t:>9.2f} "
+                    f"{bind_t / native_t:>7.3f} {bind_m / native_m:>13.3f}"
+                )
         mean = statistics.geometric_mean(ratios)
-        print(f"{benchmark}: geometric mean bind/native = {mean:.3f} "
-              f"({(mean - 1) * 100:+.1f}%, goal within 2%)")
+        print(
+            f"{benchmark}: geometric mean bind/native = {mean:.3f} "
+            f"({(mean - 1) * 100:+.1f}%, goal within 2%)"
+        )
+
 
 if __name__ == "__main__":
     main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)

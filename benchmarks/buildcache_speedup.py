@@ -17,10 +17,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from climstack import buildcache as bc  # noqa: E402
-from climstack import source_mirror as sm  # noqa: E402
+from climstack.build import buildcache as bc
+from climstack.build import source_mirror as sm
+from climstack.testing.centre import SLICE_SUITES, Centre, slice_env
 
 
 def size(path: Path) -> str:
@@ -42,25 +41,38 @@ def main() -> int:
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="climstack-bench-"))
     try:
-        a = bc.Centre(work / "a").setup()
+        a = Centre(work / "a").setup()
         b_root = work / "b" / "a-longer-install-root-than-centre-a-has" / "opt"
-        b = bc.Centre(work / "b", install_root=b_root).setup()
+        b = Centre(work / "b", install_root=b_root).setup()
         env = work / "a" / "slice"
-        timed("A: concretize the slice --fresh", lambda: bc.slice_env(env, run=a.run))
-        timed("A: fill source mirror from Debian", lambda: sm.fill_from_debian(
-            env, work / "a" / "source-mirror", sm.DebianSources(suites=bc.SLICE_SUITES),
-            run=a.run))
-        build, _ = timed("A: build from source (spack install -j2)",
-                         lambda: a.run("install", "-j2", env=env, timeout=7200))
-        timed("A: create signing key", lambda: bc.gpg_create(
-            "bench centre A", "bench-a@climstack.invalid", work / "a.pub", run=a.run))
+        timed("A: concretize the slice --fresh", lambda: slice_env(env, run=a.run))
+        timed(
+            "A: fill source mirror from Debian",
+            lambda: sm.fill_from_debian(
+                env, work / "a" / "source-mirror", sm.DebianSources(suites=SLICE_SUITES), run=a.run
+            ),
+        )
+        build, _ = timed(
+            "A: build from source (spack install -j2)",
+            lambda: a.run("install", "-j2", env=env, timeout=7200),
+        )
+        timed(
+            "A: create signing key",
+            lambda: bc.gpg_create(
+                "bench centre A", "bench-a@climstack.invalid", work / "a.pub", run=a.run
+            ),
+        )
         cache = work / "cache"
         timed("A: push signed, update index", lambda: bc.push(env, cache.as_uri(), run=a.run))
         timed("B: trust A's public key", lambda: bc.gpg_trust(work / "a.pub", run=b.run))
         b_env = bc.env_from_lock(env / "spack.lock", work / "b" / "env")
-        install, _ = timed("B: install cache-only (A's lockfile)",
-                           lambda: bc.install(b_env, cache.as_uri(), run=b.run))
-        print(f"{'speed-up (build / cache install)':<42} {build / install:8.1f} x   (goal >= 20 x)")
+        install, _ = timed(
+            "B: install cache-only (A's lockfile)",
+            lambda: bc.install(b_env, cache.as_uri(), run=b.run),
+        )
+        print(
+            f"{'speed-up (build / cache install)':<42} {build / install:8.1f} x   (goal >= 20 x)"
+        )
         print(f"{'buildcache size':<42} {size(cache):>8}")
         print(f"{'installed at B':<42} {size(b_root):>8}")
         print(f"{'source mirror (Debian-filled)':<42} {size(work / 'a' / 'source-mirror'):>8}")

@@ -6,24 +6,29 @@ warm cache. Run with `make bench` or `.venv/bin/python benchmarks/concretize_tim
 
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from climstack import pins
+from climstack.build import environments
+
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
-
-from climstack import environments, pins  # noqa: E402
 
 
 def main() -> None:
     start = time.monotonic()
-    subprocess.run([str(pins.PROJECT_ROOT / "bin" / "setup")], check=True,
-                   env={**os.environ, "CLIMSTACK_NO_APT": "1"}, capture_output=True)
+    subprocess.run(
+        [str(pins.PROJECT_ROOT / "bin" / "setup")],
+        check=True,
+        env={**os.environ, "CLIMSTACK_NO_APT": "1"},
+        capture_output=True,
+    )
     print(f"setup (warm cache): {time.monotonic() - start:.1f} s  (goal <= 10 s)")
     for name, env_dir in environments.find_environments().items():
-        print(f"concretize --fresh {name}: {environments.concretize(env_dir):.1f} s  "
-              "(goal <= 60 s)", flush=True)
+        print(
+            f"concretize --fresh {name}: {environments.concretize(env_dir):.1f} s  "
+            "(goal <= 60 s)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""climstack: the command-line face of this project (`bin/climstack --help`).
+"""climstack: the command-line face of this project (`climstack --help`).
 
-Each job lives in its own module, which adds its subcommands with `register(commands)`.
+Each job lives in its own module, which adds its subcommands with `register(commands)`;
+they are listed here in the order of the data flow: build, then run.
 """
 
 import argparse
@@ -9,17 +10,16 @@ import sys
 
 from climstack.errors import ClimstackError
 
-#: modules that contribute subcommands, in the order of the data flow
 COMMAND_MODULES = (
-    "climstack.environments",
-    "climstack.smoke",
-    "climstack.containers",
-    "climstack.image",
-    "climstack.bind",
-    "climstack.verify",
-    "climstack.slurm",
-    "climstack.buildcache",
-    "climstack.source_mirror",
+    "climstack.build.environments",
+    "climstack.build.smoke",
+    "climstack.build.containers",
+    "climstack.build.image",
+    "climstack.build.buildcache",
+    "climstack.build.source_mirror",
+    "climstack.run.bind",
+    "climstack.run.verify",
+    "climstack.run.slurm",
 )
 
 

@@ -1,34 +1,27 @@
-"""Install the pinned Spack and builtin repository into the user-level cache, offline-capably.
+"""Install the pinned Spack and builtin repository into the user-level cache, offline-capably,
+and detect this host's compilers and build tools once into a scope of their own.
 
-Each clone goes to a temporary directory beside its final place and is moved in only after
+Each clone is made in a temporary directory beside its final place and moved in only after
 its commit (and, for Spack, its reported version) has been checked, so an interrupted or
 failed setup never leaves a half-written cache behind. A second run finds the clones and
 touches no network.
 """
 
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import yaml
 
 from climstack import pins
+from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
 
 CLONE_TIMEOUT_S = 900
 
 
-def _git(*args: str, cwd: Path | None = None, timeout: int = 120) -> str:
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true")
-    proc = subprocess.run(
-        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, args, proc.stdout, proc.stderr)
-    return proc.stdout.strip()
+def _git(*args, cwd: Path | None = None, timeout: int = 120, what: str = "git") -> str:
+    env = process.environ(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true")
+    return process.run(["git", *args], what, cwd=cwd, env=env, timeout=timeout).stdout.strip()
 
 
 def _clone_url(url: str) -> str:
@@ -40,25 +33,25 @@ def _clone_url(url: str) -> str:
 
 def _check_clone(pin: pins.GitPin, path: Path) -> None:
     """Raise unless `path` is a checkout of the pinned commit."""
+    fix = f"remove it (rm -rf '{path}') and run bin/setup again"
     try:
         head = _git("rev-parse", "HEAD", cwd=path)
-    except (subprocess.CalledProcessError, OSError) as err:
+    except ClimstackError as err:
         raise ClimstackError(
-            f"{path} is not a git checkout of {pin.name} {pin.tag}.",
-            fix=f"remove it (rm -rf '{path}') and run bin/setup again",
+            f"{path} is not a git checkout of {pin.name} {pin.tag}.", fix=fix
         ) from err
     if head != pin.commit:
         raise ClimstackError(
-            f"{path} holds {pin.name} at commit {head}, but this project pins {pin.tag} "
-            f"({pin.commit}).",
-            fix=f"remove it (rm -rf '{path}') and run bin/setup again",
+            f"{path} holds {pin.name} at commit {head}, but this project pins "
+            f"{pin.tag} ({pin.commit}).",
+            fix=fix,
         )
     if pin is pins.SPACK:
         reported = spack_version(path)
         if reported != pins.SPACK_VERSION:
             raise ClimstackError(
-                f"Spack in {path} reports version {reported}, expected {pins.SPACK_VERSION}.",
-                fix=f"remove it (rm -rf '{path}') and run bin/setup again",
+                f"Spack in {path} reports version {reported}, expected " f"{pins.SPACK_VERSION}.",
+                fix=fix,
             )
 
 
@@ -77,72 +70,107 @@ def ensure_clone(pin: pins.GitPin) -> Path:
     if final.exists():
         _check_clone(pin, final)
         return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{pin.cache_name}.", dir=final.parent))
-    try:
-        url = _clone_url(pin.url)
-        print(f"setup: cloning {pin.name} {pin.tag} from {pin.url}", file=sys.stderr)
+
+    def fill(work: Path):
         try:
-            _git("clone", "--quiet", "--depth", "1", "--branch", pin.tag, url, str(tmp / "co"),
-                 timeout=CLONE_TIMEOUT_S)
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
-            detail = (getattr(err, "stderr", "") or str(err)).strip().splitlines()
+            _git(
+                "clone",
+                "--quiet",
+                "--depth",
+                "1",
+                "--branch",
+                pin.tag,
+                _clone_url(pin.url),
+                work,
+                timeout=CLONE_TIMEOUT_S,
+                what=f"cloning {pin.name}",
+            )
+        except ClimstackError as err:
             raise ClimstackError(
-                f"cannot clone {pin.name} {pin.tag} from {pin.url} "
-                f"(set by {pin.url_variable} or the default): {detail[-1] if detail else err}",
+                f"cannot clone {pin.name} {pin.tag} from {pin.url} (set by {pin.url_variable} "
+                f"or the default): {err.message.strip().splitlines()[-1]}",
                 fix=f"check network access, or set {pin.url_variable} to a reachable git "
                 f"mirror or local path that carries tag {pin.tag}",
             ) from err
-        _check_clone(pin, tmp / "co")
-        os.replace(tmp / "co", final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final
+        _check_clone(pin, work)
+
+    with progress.step(f"cloning {pin.name} {pin.tag} from {pin.url}"):
+        return atomic.directory(final, fill)
 
 
-def _write_yaml_atomically(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as stream:
-        stream.write("# Written by climstack bin/setup; rerun it rather than editing.\n")
-        yaml.safe_dump(data, stream, default_flow_style=False, sort_keys=False)
-    os.replace(tmp, path)
+def _yaml(data: dict) -> str:
+    return "# Written by climstack bin/setup; rerun it rather than editing.\n" + yaml.safe_dump(
+        data, default_flow_style=False, sort_keys=False
+    )
 
 
 def configure_spack(spack_root: Path) -> None:
     """Spack's own (site) scope: builtin repo from the cache, never a binary bootstrap."""
     scope = spack_root / "etc" / "spack"
-    _write_yaml_atomically(scope / "repos.yaml", {"repos": {"builtin": str(pins.builtin_repo_root())}})
-    _write_yaml_atomically(scope / "bootstrap.yaml", {"bootstrap": {"enable": False}})
+    builtin = str(pins.builtin_repo_root())
+    atomic.write_text(scope / "repos.yaml", _yaml({"repos": {"builtin": builtin}}))
+    atomic.write_text(scope / "bootstrap.yaml", _yaml({"bootstrap": {"enable": False}}))
 
 
 #: OS build tools the local site takes from the host instead of building them
-LOCAL_BUILD_TOOLS = ("gmake", "cmake", "perl", "pkgconf", "autoconf", "automake", "libtool",
-                     "m4", "gawk", "diffutils", "findutils", "tar", "xz", "bzip2", "gzip",
-                     "git", "bison", "flex")
+LOCAL_BUILD_TOOLS = (
+    "gmake",
+    "cmake",
+    "perl",
+    "pkgconf",
+    "autoconf",
+    "automake",
+    "libtool",
+    "m4",
+    "gawk",
+    "diffutils",
+    "findutils",
+    "tar",
+    "xz",
+    "bzip2",
+    "gzip",
+    "git",
+    "bison",
+    "flex",
+)
+#: what the host-detections scope is made from; a change redoes the detection
+DETECTIONS = ("spack compiler find", "spack external find", *LOCAL_BUILD_TOOLS)
 
 
 def find_local_externals() -> None:
-    """Detect the host's build tools once (`spack external find`) into their own scope,
-    which only site/local includes, so Cray concretizations never see them."""
+    """Detect the host's compilers and build tools once (`spack compiler find`, `spack
+    external find`) into their own scope, which only site/local includes: Spack then never
+    writes detected compilers into a tracked spack.yaml, and Cray concretizations never
+    see them."""
     scope = pins.local_externals()
-    if (scope / "packages.yaml").exists():
+    inputs = stamp.digest(*DETECTIONS)
+    if stamp.current(scope / ".inputs", inputs):
         return
-    tmp = Path(tempfile.mkdtemp(prefix=".local-externals.", dir=scope.parent))
-    try:
-        proc = subprocess.run(
-            [str(pins.PROJECT_ROOT / "bin" / "spack"), "external", "find", "--scope", "user",
-             *LOCAL_BUILD_TOOLS],
-            env={**{k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"},
-                 "SPACK_USER_CONFIG_PATH": str(tmp)},  # the user scope is where it writes
-            capture_output=True, text=True, timeout=600)
-        if proc.returncode != 0:
-            raise ClimstackError(f"`spack external find` failed: {proc.stderr.strip()}",
-                                 fix="install the tools listed in bin/setup, then rerun it")
-        (tmp / "packages.yaml").touch()  # an empty scope if nothing was found
-        os.replace(tmp, scope)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    spack = str(pins.PROJECT_ROOT / "bin" / "spack")
+
+    def fill(work: Path):
+        # the user scope is where both commands write: point it at the new scope
+        env = process.environ(SPACK_DISABLE_LOCAL_CONFIG=None, SPACK_USER_CONFIG_PATH=str(work))
+        fix = "install the tools listed in bin/setup, then rerun it"
+        process.run(
+            [spack, "compiler", "find", "--scope", "user"],
+            "`spack compiler find`",
+            env=env,
+            timeout=600,
+            fix=fix,
+        )
+        process.run(
+            [spack, "external", "find", "--scope", "user", *LOCAL_BUILD_TOOLS],
+            "`spack external find`",
+            env=env,
+            timeout=600,
+            fix=fix,
+        )
+        (work / "packages.yaml").touch()  # an empty scope if nothing was found
+        (work / ".inputs").write_text(inputs)
+
+    with progress.step("detecting this host's compilers and build tools (once)"):
+        atomic.directory(scope, fill, replace=True)
 
 
 def main() -> int:
@@ -155,8 +183,10 @@ def main() -> int:
         print(f"setup: error: {err}", file=sys.stderr)
         return 2
     print(f"setup: Spack {pins.SPACK_VERSION} at {spack_root}", file=sys.stderr)
-    print(f"setup: builtin packages {pins.SPACK_PACKAGES.tag} at {pins.builtin_repo_root()}",
-          file=sys.stderr)
+    print(
+        f"setup: builtin packages {pins.SPACK_PACKAGES.tag} at {pins.builtin_repo_root()}",
+        file=sys.stderr,
+    )
     return 0
 
 

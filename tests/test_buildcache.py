@@ -18,15 +18,17 @@ from pathlib import Path
 
 import pytest
 
-from climstack import buildcache as bc
-from climstack import source_mirror as sm
+from climstack.build import buildcache as bc
+from climstack.build import source_mirror as sm
+from climstack.common import stamp
+from climstack.testing.centre import SLICE_SUITES, Centre, slice_env
 from climstack.errors import ClimstackError
 from climstack.pins import cache_dir
 
 DEMO = cache_dir() / "buildcache-demo"
 
 
-def spack_find(centre: bc.Centre, env: Path) -> dict[str, str]:
+def spack_find(centre: Centre, env: Path) -> dict[str, str]:
     """name -> hash of the installed specs of an environment (externals excluded)."""
     out = centre.run("find", "--format", "{name} {hash} {external}", env=env).stdout
     found = {}
@@ -37,26 +39,27 @@ def spack_find(centre: bc.Centre, env: Path) -> dict[str, str]:
     return found
 
 
-def location(centre: bc.Centre, env: Path, name: str) -> Path:
+def location(centre: Centre, env: Path, name: str) -> Path:
     return Path(centre.run("location", "-i", name, env=env).stdout.strip())
 
 
 @pytest.fixture(scope="module")
 def centre_a():
     """A: built and pushed once per lockfile; returns (centre, env, cache url, public key)."""
-    a = bc.Centre(DEMO / "centre-a").setup()
+    a = Centre(DEMO / "centre-a").setup()
     public = a.home / "centre-a.pub"
     if not bc.gpg_fingerprints(a.run):
         bc.gpg_create("climstack centre A", "centre-a@climstack.invalid", public, run=a.run)
     if not public.is_file():
         bc.gpg_export(public, run=a.run)
     env = a.home / "slice"
-    bc.slice_env(env, run=a.run)
-    report = sm.fill_from_debian(env, a.home / "source-mirror",
-                                 sm.DebianSources(suites=bc.SLICE_SUITES), run=a.run)
+    slice_env(env, run=a.run)
+    report = sm.fill_from_debian(
+        env, a.home / "source-mirror", sm.DebianSources(suites=SLICE_SUITES), run=a.run
+    )
     a.run("install", "-j2", env=env, timeout=5400)
     roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
-    cache = DEMO / "caches" / bc.short_digest(" ".join(roots))
+    cache = DEMO / "caches" / stamp.digest(" ".join(roots))
     bc.push(env, cache.as_uri(), run=a.run)
     return a, env, cache.as_uri(), public, report
 
@@ -67,7 +70,7 @@ def centre_b(centre_a, tmp_path_factory):
     a, a_env, url, public, _ = centre_a
     home = tmp_path_factory.mktemp("b")
     root = home / "centre-b-has-its-own-and-much-longer-install-root" / "opt" / "spack"
-    b = bc.Centre(home, install_root=root).setup()
+    b = Centre(home, install_root=root).setup()
     bc.gpg_trust(public, run=b.run)
     env = bc.env_from_lock(a_env / "spack.lock", home / "env")
     bc.install(env, url, run=b.run)
@@ -112,8 +115,14 @@ def test_no_file_under_b_root_mentions_a_root(centre_a, centre_b):
     a, a_env, *_ = centre_a
     b, _, b_root = centre_b
     a_root = str(bc.install_root(a.run, a_env)).encode()
-    leaks = [path for path in b_root.rglob("*") if path.is_file() and not path.is_symlink()
-             and ".spack" not in path.parts and a_root in path.read_bytes()]
+    leaks = [
+        path
+        for path in b_root.rglob("*")
+        if path.is_file()
+        and not path.is_symlink()
+        and ".spack" not in path.parts
+        and a_root in path.read_bytes()
+    ]
     assert [p for p in leaks if p.suffix != ".a"] == [], f"A's root {a_root!r} left in B"
     assert {p.name for p in leaks} <= {"libnetcdf.a"}
 
@@ -121,16 +130,21 @@ def test_no_file_under_b_root_mentions_a_root(centre_a, centre_b):
 def test_mpi_probe_from_cache_runs_on_two_ranks(centre_b):
     b, env, _ = centre_b
     probe = location(b, env, "mpi-probe") / "bin" / "mpi-probe"
-    out = subprocess.run(["mpirun", "-np", "2", str(probe)], capture_output=True, text=True,
-                         timeout=120, check=True).stdout
+    out = subprocess.run(
+        ["mpirun", "-np", "2", str(probe)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     assert "ranks: 2" in out and "MPICH Version:\t4.0.2" in out
 
 
 def nc_config(prefix: Path) -> dict[str, str]:
-    out = subprocess.run([prefix / "bin" / "nc-config", "--all"], capture_output=True,
-                         text=True, check=True).stdout
-    return {k.strip(): v.strip() for k, _, v in
-            (line.partition("->") for line in out.splitlines()) if _}
+    out = subprocess.run(
+        [prefix / "bin" / "nc-config", "--all"], capture_output=True, text=True, check=True
+    ).stdout
+    return {
+        k.strip(): v.strip()
+        for k, _, v in (line.partition("->") for line in out.splitlines())
+        if _
+    }
 
 
 def test_netcdf_from_cache_reports_itself_and_writes_in_parallel(centre_b, tmp_path):
@@ -142,12 +156,25 @@ def test_netcdf_from_cache_reports_itself_and_writes_in_parallel(centre_b, tmp_p
     # a program compiled against B's headers and library writes one variable from 2 ranks
     source, exe, data = tmp_path / "par.c", tmp_path / "par", tmp_path / "par.nc"
     source.write_text(PARALLEL_WRITE)
-    flags = subprocess.run([prefix / "bin" / "nc-config", "--cflags", "--libs"],
-                           capture_output=True, text=True, check=True).stdout.split()
-    subprocess.run(["mpicc", str(source), "-o", str(exe), *flags, f"-Wl,-rpath,{prefix}/lib"],
-                   check=True, capture_output=True, text=True)
-    subprocess.run(["mpirun", "-np", "2", str(exe), str(data)], check=True, timeout=120,
-                   capture_output=True, text=True)
+    flags = subprocess.run(
+        [prefix / "bin" / "nc-config", "--cflags", "--libs"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    subprocess.run(
+        ["mpicc", str(source), "-o", str(exe), *flags, f"-Wl,-rpath,{prefix}/lib"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    subprocess.run(
+        ["mpirun", "-np", "2", str(exe), str(data)],
+        check=True,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     ncdump = prefix / "bin" / "ncdump"
     kind = subprocess.run([ncdump, "-k", data], capture_output=True, text=True, check=True)
     assert kind.stdout.strip() == "netCDF-4"
@@ -183,8 +210,9 @@ int main(int argc, char **argv) {
 
 # --- refusals ---------------------------------------------------------------------------
 
-def fresh_centre(tmp_path: Path, name: str) -> bc.Centre:
-    return bc.Centre(tmp_path / name, install_root=tmp_path / name / "opt").setup()
+
+def fresh_centre(tmp_path: Path, name: str) -> Centre:
+    return Centre(tmp_path / name, install_root=tmp_path / name / "opt").setup()
 
 
 def test_tampered_tarball_is_refused(centre_a, tmp_path):
@@ -229,8 +257,14 @@ def test_signed_cache_is_refused_without_the_signers_key(centre_a, tmp_path):
     assert "key trust" in err.value.fix
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:9/buildcache", "oci://127.0.0.1:9/cache",
-                                 "file:///nonexistent/climstack/buildcache"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/buildcache",
+        "oci://127.0.0.1:9/cache",
+        "file:///nonexistent/climstack/buildcache",
+    ],
+)
 def test_unreachable_mirror_fails_fast_naming_it(centre_a, tmp_path, url):
     a, a_env, *_ = centre_a
     env = bc.env_from_lock(a_env / "spack.lock", tmp_path / "env")

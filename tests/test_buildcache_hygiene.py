@@ -5,9 +5,9 @@ import subprocess
 
 import yaml
 
-from climstack import buildcache as bc
-from climstack import environments
-from climstack import source_mirror as sm
+from climstack.build import buildcache as bc
+from climstack.build import environments
+from climstack.build import source_mirror as sm
 from climstack.pins import PROJECT_ROOT
 
 
@@ -28,8 +28,12 @@ def test_the_secret_key_check_catches_one(tmp_path):
 
 
 def test_secret_key_exports_are_ignored():
-    for name in ("keys/secret/climstack.key", "climstack.key", "keys/centre.sec",
-                 "keys/secret/backup.asc"):
+    for name in (
+        "keys/secret/climstack.key",
+        "climstack.key",
+        "keys/centre.sec",
+        "keys/secret/backup.asc",
+    ):
         assert git("check-ignore", "-q", name).returncode == 0, f"{name} is not git-ignored"
     # the public key is meant to be shared (and may be committed)
     assert git("check-ignore", "-q", "keys/climstack.pub").returncode == 1
@@ -56,21 +60,30 @@ def test_site_mirrors_show_the_filesystem_and_the_oci_shape():
 def test_deb_src_entries_follow_the_hosts_apt_sources(tmp_path, monkeypatch):
     listing, parts = tmp_path / "sources.list", tmp_path / "sources.list.d"
     parts.mkdir()
-    listing.write_text("deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main contrib\n"
-                       "deb-src http://mirror.invalid/debian bookworm main\n")
+    listing.write_text(
+        "deb [signed-by=/k.gpg] http://mirror.invalid/debian bookworm main contrib\n"
+        "deb-src http://mirror.invalid/debian bookworm main\n"
+    )
     (parts / "debian.sources").write_text(
         "Types: deb\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\n"
         "Components: main\nSigned-By: /k.gpg\n\n"
         "Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\n"
-        "Components: main\n")
+        "Components: main\n"
+    )
     monkeypatch.setattr(sm, "APT_SOURCES", (listing, parts))
     written = sm.DebianSources(root=tmp_path / "apt", suites=("trixie",)).write_sources()
-    stanzas = [dict(line.split(": ", 1) for line in s.splitlines() if ": " in line)
-               for s in written.read_text().split("\n\n")]
+    stanzas = [
+        dict(line.split(": ", 1) for line in s.splitlines() if ": " in line)
+        for s in written.read_text().split("\n\n")
+    ]
     assert all(s["Types"] == "deb-src" for s in stanzas) and len(stanzas) == 3
-    assert stanzas[0] == {"Types": "deb-src", "URIs": "http://mirror.invalid/debian",
-                          "Suites": "bookworm trixie", "Components": "main contrib",
-                          "Signed-By": "/k.gpg"}
+    assert stanzas[0] == {
+        "Types": "deb-src",
+        "URIs": "http://mirror.invalid/debian",
+        "Suites": "bookworm trixie",
+        "Components": "main contrib",
+        "Signed-By": "/k.gpg",
+    }
     assert stanzas[2]["Suites"] == "bookworm-security"  # no trixie on the security archive
 
 
@@ -79,7 +92,9 @@ def test_mirror_urls_and_the_tarball_layout(tmp_path):
     assert bc.mirror_url("oci://registry.invalid/x") == "oci://registry.invalid/x"
     manifest = tmp_path / "v3" / "manifests" / "spec" / "zlib" / "zlib-1-abc.spec.manifest.json"
     manifest.parent.mkdir(parents=True)
-    manifest.write_text('-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\n{"version":3,'
-                        '"data":[{"mediaType":"application/vnd.spack.install.v2.tar+gzip",'
-                        '"checksum":"ab12"}]}\n-----BEGIN PGP SIGNATURE-----\n')
+    manifest.write_text(
+        '-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\n{"version":3,'
+        '"data":[{"mediaType":"application/vnd.spack.install.v2.tar+gzip",'
+        '"checksum":"ab12"}]}\n-----BEGIN PGP SIGNATURE-----\n'
+    )
     assert bc.tarball_of(tmp_path, "zlib") == tmp_path / "blobs" / "sha256" / "ab" / "ab12"

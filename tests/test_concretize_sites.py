@@ -6,8 +6,18 @@ from conftest import lock_nodes, roots
 #: site -> (target, OS of the Cray PE externals)
 CRAY_SITES = {"archer2": ("zen2", "sles15"), "gaea": ("zen3", "sles15")}
 #: packages that on a Cray site must come from the Cray PE, never be built
-CRAY_PE = {"cray-mpich", "cray-pmi", "libfabric", "xpmem", "hdf5", "netcdf-c",
-           "netcdf-fortran", "cray-libsci", "gcc", "cce"}
+CRAY_PE = {
+    "cray-mpich",
+    "cray-pmi",
+    "libfabric",
+    "xpmem",
+    "hdf5",
+    "netcdf-c",
+    "netcdf-fortran",
+    "cray-libsci",
+    "gcc",
+    "cce",
+}
 BENCHMARKS = {"osu-micro-benchmarks", "mpibench", "netcdf-bench", "benchio"}
 STACK = {"hdf5", "netcdf-c", "netcdf-fortran"}
 
@@ -43,7 +53,9 @@ def test_cray_site_uses_the_cray_pe(concretized, site):
     assert nodes["hdf5"][0]["parameters"]["mpi"] and nodes["hdf5"][0]["parameters"]["fortran"]
     assert nodes["netcdf-c"][0]["parameters"]["mpi"]
 
-    built_pe = [n["name"] for n in lock_nodes(lock) if n["name"] in CRAY_PE and "external" not in n]
+    built_pe = [
+        n["name"] for n in lock_nodes(lock) if n["name"] in CRAY_PE and "external" not in n
+    ]
     assert built_pe == [], f"Cray PE packages would be built from source: {built_pe}"
 
     wrong_target = {n["name"] for n in lock_nodes(lock) if n["arch"]["target"]["name"] != target}

@@ -8,7 +8,9 @@ import yaml
 from conftest import PROJECT_ROOT
 from spython.main.parse.parsers import SingularityParser
 
-from climstack import containers, environments, mpich_base, pins
+from climstack import pins
+from climstack.build import containers, environments, mpich_base
+from climstack.config import spack
 from climstack.errors import ClimstackError
 
 CONTAINER_ENVS = containers.container_environments()
@@ -36,17 +38,29 @@ def test_recipe_parses_into_build_and_final_stages(name):
     # Spack, spack-packages and clingo pinned exactly as bin/setup pins them
     assert f"--branch {pins.SPACK.tag} https://github.com/spack/spack.git" in post
     assert pins.SPACK.commit in post
-    assert f"--branch {pins.SPACK_PACKAGES.tag} https://github.com/spack/spack-packages.git" in post
-    clingo = next(line for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
-                  if line.startswith("clingo=="))
+    assert (
+        f"--branch {pins.SPACK_PACKAGES.tag} https://github.com/spack/spack-packages.git" in post
+    )
+    clingo = next(
+        line
+        for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("clingo==")
+    )
     assert f"pip install --quiet {clingo}" in post
     assert "climstack.image_check /opt/views/view" in post and "--link-xpmem" in post
-    assert final.layer_files["build"] == ["/opt/climstack /opt", "/opt/software /opt",
-                                          "/opt/views /opt"]
+    assert final.layer_files["build"] == [
+        "/opt/climstack /opt",
+        "/opt/software /opt",
+        "/opt/views /opt",
+    ]
     labels = dict(label.split(" ", 1) for label in final.labels)
     assert labels["org.climstack.target-site"] == containers.target_site(env_dir)
-    assert {"org.climstack.mpich-base", "org.climstack.mpi-abi", "org.climstack.xpmem",
-            "org.climstack.spack"} <= set(labels)
+    assert {
+        "org.climstack.mpich-base",
+        "org.climstack.mpi-abi",
+        "org.climstack.xpmem",
+        "org.climstack.spack",
+    } <= set(labels)
     assert final.test and final.cmd  # %test and %runscript
     assert any(e.startswith("LD_LIBRARY_PATH=") for e in final.environ)
 
@@ -67,7 +81,7 @@ def embedded(tmp_path_factory):
                 link = root / os.path.relpath(target, "/opt/climstack")
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(PROJECT_ROOT / source)
-            environments.spack.run("concretize", "--fresh", env=env)
+            spack.run("concretize", "--fresh", env=env)
             done[name] = json.loads((env / "spack.lock").read_text())
         return done[name]
 
@@ -89,8 +103,14 @@ def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
     assert (variants["device"], variants["netmod"], variants["pmi"]) == ("ch4", "ofi", "pmi2")
     assert variants["wrapperrpath"] is False
     assert "external" not in mpich  # built from source in the image
-    assert {"osu-micro-benchmarks", "mpibench", "netcdf-bench", "benchio", "xpmem-stub",
-            "mpi-probe"} <= names
+    assert {
+        "osu-micro-benchmarks",
+        "mpibench",
+        "netcdf-bench",
+        "benchio",
+        "xpmem-stub",
+        "mpi-probe",
+    } <= names
 
 
 def test_every_cray_mpich_in_our_sites_has_a_known_base():
@@ -114,7 +134,8 @@ def test_environment_without_container_section_is_refused(tmp_path):
 
 
 def _container_env(tmp_path, packages: str) -> object:
-    (tmp_path / "spack.yaml").write_text(f"""spack:
+    (tmp_path / "spack.yaml").write_text(
+        f"""spack:
   include: [{PROJECT_ROOT}/environments/stack.yaml]
   specs: [mpi-probe]
   packages:
@@ -122,8 +143,9 @@ def _container_env(tmp_path, packages: str) -> object:
   container:
     format: singularity
     labels: {{org.climstack.target-site: archer2}}
-""")
-    environments.spack.run("concretize", "--fresh", env=tmp_path)
+"""
+    )
+    spack.run("concretize", "--fresh", env=tmp_path)
     return tmp_path
 
 

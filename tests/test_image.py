@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from climstack import elf, image, image_check
+from climstack.build import image, image_check
+from climstack.run import elf
 
 pytestmark = pytest.mark.skipif(
     not all(map(__import__("shutil").which, ("ch-run", "mmdebstrap"))),
-    reason="needs Debian's charliecloud and mmdebstrap (bin/setup installs them)")
+    reason="needs Debian's charliecloud and mmdebstrap (bin/setup installs them)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -20,8 +22,13 @@ def archer2_image():
 
 
 def ch_run(root: Path, *command: str, cwd: str = "/") -> subprocess.CompletedProcess:
-    return subprocess.run(["ch-run", "-c", cwd, str(root), "--", *command], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, "USER": "root"})
+    return subprocess.run(
+        ["ch-run", "-c", cwd, str(root), "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "USER": "root"},
+    )
 
 
 def in_image(root: Path, path: str) -> Path:
@@ -29,8 +36,13 @@ def in_image(root: Path, path: str) -> Path:
 
 
 def test_mpi_probe_runs_on_two_ranks_with_the_images_own_mpich(archer2_image):
-    proc = ch_run(archer2_image, f"/opt/mpich-{image.WHEEL_MPICH}/bin/mpiexec", "-n", "2",
-                  f"{image.VIEW}/bin/mpi-probe")
+    proc = ch_run(
+        archer2_image,
+        f"/opt/mpich-{image.WHEEL_MPICH}/bin/mpiexec",
+        "-n",
+        "2",
+        f"{image.VIEW}/bin/mpi-probe",
+    )
     assert proc.returncode == 0, proc.stderr
     assert "library: MPICH Version:\t3.4.3" in proc.stdout
     assert "loaded: /opt/mpich-3.4.3/lib/libmpi.so.12" in proc.stdout
@@ -50,8 +62,9 @@ def test_view_executables_need_xpmem_and_use_runpath(archer2_image):
 
 
 def test_image_check_passes_inside_the_image(archer2_image):
-    proc = ch_run(archer2_image, "python3", "-m", "climstack.image_check", image.VIEW,
-                  cwd="/opt/climstack")
+    proc = ch_run(
+        archer2_image, "python3", "-m", "climstack.image_check", image.VIEW, cwd="/opt/climstack"
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 failed" in proc.stdout
 
@@ -60,10 +73,23 @@ def test_executable_linked_with_rpath_is_reported(tmp_path):
     source = Path(__file__).parent.parent / "repo/packages/mpi-probe/mpi_probe.c"
     binary = tmp_path / "bin" / "probe-rpath"
     binary.parent.mkdir()
-    subprocess.run(["mpicc", "-o", str(binary), str(source), "-Wl,--disable-new-dtags",
-                    "-Wl,-rpath,/usr/lib/x86_64-linux-gnu"], check=True)
-    proc = subprocess.run([sys.executable, "-m", "climstack.image_check", str(tmp_path)],
-                          capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    subprocess.run(
+        [
+            "mpicc",
+            "-o",
+            str(binary),
+            str(source),
+            "-Wl,--disable-new-dtags",
+            "-Wl,-rpath,/usr/lib/x86_64-linux-gnu",
+        ],
+        check=True,
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "climstack.image_check", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    )
     assert proc.returncode == 1
     assert f"FAIL {binary}" in proc.stdout
     assert "has DT_RPATH" in proc.stdout and "lacks libxpmem.so.0" in proc.stdout

@@ -2,7 +2,9 @@
 
 from pathlib import Path
 
-from climstack import elf, environments, smoke, spack
+from climstack.build import environments, smoke
+from climstack.config import spack
+from climstack.run import elf
 
 
 def test_local_smoke_slice_runs_on_debian_mpich(concretized):

@@ -6,7 +6,8 @@ import sys
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack import environments, spack
+from climstack.build import environments
+from climstack.config import spack
 
 PACKAGES = sorted(p.name for p in (PROJECT_ROOT / "repo" / "packages").iterdir())
 
@@ -16,17 +17,25 @@ def test_repo_holds_the_packages_the_stack_needs():
 
 
 def test_spack_audit_packages_passes():
-    proc = spack.run("audit", "packages", *PACKAGES, env=environments.resolve("local"),
-                     check=False)
+    proc = spack.run(
+        "audit", "packages", *PACKAGES, env=environments.resolve("local"), check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "FAILED" not in proc.stdout
 
 
-@pytest.mark.parametrize("tool", [["flake8", "packages"], ["black", "--check", "packages"],
-                                  ["isort", "--check-only", "packages"]])
+@pytest.mark.parametrize(
+    "tool",
+    [
+        ["flake8", "packages"],
+        ["black", "--check", "packages"],
+        ["isort", "--check-only", "packages"],
+    ],
+)
 def test_package_style(tool):
-    proc = subprocess.run([sys.executable, "-m", *tool], cwd=PROJECT_ROOT / "repo",
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", *tool], cwd=PROJECT_ROOT / "repo", capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

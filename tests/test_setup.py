@@ -11,15 +11,21 @@ from climstack import pins
 
 def setup(**env):
     return subprocess.run(
-        [sys.executable, "-m", "climstack.setup"], cwd=PROJECT_ROOT, capture_output=True,
-        text=True, env={**os.environ, **env}, timeout=900,
+        [sys.executable, "-m", "climstack.setup"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=900,
     )
 
 
 def test_warm_cache_needs_no_network():
     # Unreachable URLs prove the cached clones are reused, not fetched again.
-    proc = setup(CLIMSTACK_SPACK_GIT="https://unreachable.invalid/spack.git",
-                 CLIMSTACK_SPACK_PACKAGES_GIT="https://unreachable.invalid/packages.git")
+    proc = setup(
+        CLIMSTACK_SPACK_GIT="https://unreachable.invalid/spack.git",
+        CLIMSTACK_SPACK_PACKAGES_GIT="https://unreachable.invalid/packages.git",
+    )
     assert proc.returncode == 0, proc.stderr
 
 
@@ -37,8 +43,11 @@ def test_builtin_repo_is_the_cached_clone_and_no_binary_bootstrap():
 
 def test_clone_from_a_local_mirror_path(tmp_path):
     # An air-gapped centre points the variables at local mirrors: here, the cached clones.
-    proc = setup(CLIMSTACK_CACHE=str(tmp_path), CLIMSTACK_SPACK_GIT=str(pins.spack_root()),
-                 CLIMSTACK_SPACK_PACKAGES_GIT=str(pins.cache_dir() / pins.SPACK_PACKAGES.cache_name))
+    proc = setup(
+        CLIMSTACK_CACHE=str(tmp_path),
+        CLIMSTACK_SPACK_GIT=str(pins.spack_root()),
+        CLIMSTACK_SPACK_PACKAGES_GIT=str(pins.cache_dir() / pins.SPACK_PACKAGES.cache_name),
+    )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "spack-v1.1.0" / "bin" / "spack").is_file()
     assert (tmp_path / "spack-packages-v2025.11.0" / "repos" / "spack_repo" / "builtin").is_dir()
@@ -47,7 +56,9 @@ def test_clone_from_a_local_mirror_path(tmp_path):
 
 
 def test_unreachable_spack_url_fails_clearly_and_leaves_nothing(tmp_path):
-    proc = setup(CLIMSTACK_CACHE=str(tmp_path), CLIMSTACK_SPACK_GIT="file:///nonexistent/spack.git")
+    proc = setup(
+        CLIMSTACK_CACHE=str(tmp_path), CLIMSTACK_SPACK_GIT="file:///nonexistent/spack.git"
+    )
     assert proc.returncode == 2
     assert "file:///nonexistent/spack.git" in proc.stderr
     assert "CLIMSTACK_SPACK_GIT" in proc.stderr and "fix:" in proc.stderr
@@ -58,8 +69,23 @@ def test_wrong_spack_version_in_the_cache_is_refused(tmp_path):
     stale = tmp_path / "spack-v1.1.0"
     stale.mkdir()
     subprocess.run(["git", "init", "-q", str(stale)], check=True)
-    subprocess.run(["git", "-C", str(stale), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-q", "--allow-empty", "-m", "not spack"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(stale),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "not spack",
+        ],
+        check=True,
+    )
     proc = setup(CLIMSTACK_CACHE=str(tmp_path))
     assert proc.returncode == 2
     assert str(stale) in proc.stderr and "v1.1.0" in proc.stderr

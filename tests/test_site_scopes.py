@@ -6,13 +6,14 @@ import subprocess
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack import environments
+from climstack.build import environments
+from climstack.config import sites
 from climstack.errors import ClimstackError
 
 
 @pytest.mark.parametrize("name", sorted(environments.find_environments()))
 def test_every_scope_validates_against_spacks_schema(name):
-    assert environments.check(environments.resolve(name)) in environments.known_sites()
+    assert environments.check(environments.resolve(name)) in sites.known_sites()
 
 
 def _env_with_site(tmp_path, site_dir):
@@ -49,7 +50,8 @@ def test_environment_naming_an_unknown_site(tmp_path):
 def test_cli_reports_the_error_and_exits_nonzero(tmp_path):
     (tmp_path / "site").mkdir()
     env = _env_with_site(tmp_path, "../site/archer3")
-    proc = subprocess.run([PROJECT_ROOT / "bin" / "climstack", "check", str(env)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "check", str(env)], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "site 'archer3'" in proc.stderr and "fix:" in proc.stderr

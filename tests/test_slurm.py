@@ -7,9 +7,12 @@ import subprocess
 
 import pytest
 
-import bind_helpers as helpers
 import slurm_cluster
-from climstack import bind, loader, pins, slurm
+
+from climstack import pins
+from climstack.run import loader, slurm
+from climstack.run import plan as plans
+from climstack.testing import programs as helpers
 from climstack.errors import ClimstackError
 
 PROBE = "/opt/probe/bin/mpi-probe"
@@ -18,10 +21,13 @@ PROBE = "/opt/probe/bin/mpi-probe"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     missing = slurm_cluster.missing_binaries() + [
-        b for b in ("ch-run", "mmdebstrap") if not shutil.which(b)]
+        b for b in ("ch-run", "mmdebstrap") if not shutil.which(b)
+    ]
     if missing:
-        pytest.skip(f"needs {', '.join(missing)} (Debian slurm-wlm, munge, charliecloud, "
-                    "mmdebstrap: bin/setup installs them)")
+        pytest.skip(
+            f"needs {', '.join(missing)} (Debian slurm-wlm, munge, charliecloud, "
+            "mmdebstrap: bin/setup installs them)"
+        )
     instance = slurm_cluster.Cluster(tmp_path_factory.mktemp("slurm") / "cluster")
     try:
         instance.start()
@@ -36,8 +42,8 @@ def image():
 
 
 def plan_for(mode, image, tmp_path):
-    plan = bind.write(bind.make_plan("local", mode=mode, environ={}), tmp_path / mode)
-    bind.prepare_image(plan, image)
+    plan = plans.write(plans.make_plan("local", mode=mode, environ={}), tmp_path / mode)
+    plans.prepare_image(plan, image)
     return plan
 
 
@@ -54,7 +60,7 @@ def test_bind_mode_job_on_two_nodes(cluster, image, tmp_path):
     code, output = submit(cluster, text, tmp_path, "bind")
     assert code == 0, output
     assert "library: MPICH Version:\t4.0.2" in output and "ranks: 2" in output
-    assert f"loaded: {bind.LINKS_DIR}/libmpi.so.12" in output
+    assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in output
 
 
 def test_heterogeneous_step_shares_one_comm_world(cluster, image, tmp_path):
@@ -77,10 +83,15 @@ def test_hybrid_mode_job_uses_the_images_mpi(cluster, image, tmp_path):
 
 
 def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):
-    plan = bind.make_plan("local", environ={})
+    plan = plans.make_plan("local", environ={})
     with pytest.raises(ClimstackError, match="hang with --export=NONE"):
-        slurm.script("local", plan, "img", [slurm.Component(1, 1, ["a"]),
-                                            slurm.Component(1, 1, ["b"])], export="NONE")
+        slurm.script(
+            "local",
+            plan,
+            "img",
+            [slurm.Component(1, 1, ["a"]), slurm.Component(1, 1, ["b"])],
+            export="NONE",
+        )
 
 
 def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
@@ -88,21 +99,35 @@ def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
         pytest.skip("needs gcc for the synthetic Cray tree")
     root = helpers.cray_tree(tmp_path / "root")
     # Gaea's module environment (LD_LIBRARY_PATH) points at this tree's libfabric and xpmem
-    gaea_env = {"LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64:"
-                                   "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64"}
+    gaea_env = {
+        "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64:"
+        "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64"
+    }
     for site, account, prefix, environ in (
-            ("archer2", "--account=[budget code]", None, {}),
-            ("gaea", "--clusters=c5", helpers.CRAY_MPICH, gaea_env)):
-        plan = bind.write(bind.make_plan(site, view=loader.View(root), prefix=prefix,
-                                         environ=environ), tmp_path / site)
-        text = slurm.script(site, plan, "/work/n02/app.sif",
-                            [slurm.Component(2, 256, ["/opt/view/bin/atmos"]),
-                             slurm.Component(1, 64, ["/opt/view/bin/ocean"])])
-        assert "srun --mpi=cray_shasta --cpu-bind=cores --nodes=2 --ntasks=256 " \
-               "--het-group=0 apptainer exec /work/n02/app.sif /opt/view/bin/atmos" in text
+        ("archer2", "--account=[budget code]", None, {}),
+        ("gaea", "--clusters=c5", helpers.CRAY_MPICH, gaea_env),
+    ):
+        plan = plans.write(
+            plans.make_plan(site, view=loader.View(root), prefix=prefix, environ=environ),
+            tmp_path / site,
+        )
+        text = slurm.script(
+            site,
+            plan,
+            "/work/n02/app.sif",
+            [
+                slurm.Component(2, 256, ["/opt/view/bin/atmos"]),
+                slurm.Component(1, 64, ["/opt/view/bin/ocean"]),
+            ],
+        )
+        assert (
+            "srun --mpi=cray_shasta --cpu-bind=cores --nodes=2 --ntasks=256 "
+            "--het-group=0 apptainer exec /work/n02/app.sif /opt/view/bin/atmos" in text
+        )
         assert ": --mpi=cray_shasta" in text and f"#SBATCH {account}" in text
-        assert "export APPTAINER_BIND=" in text and "export SINGULARITYENV_LD_LIBRARY_PATH=" \
-            in text
+        assert (
+            "export APPTAINER_BIND=" in text and "export SINGULARITYENV_LD_LIBRARY_PATH=" in text
+        )
         assert text.count(f"#SBATCH {account}") == 2  # every het component gets them
         proc = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
         assert proc.returncode == 0, proc.stderr
@@ -112,11 +137,25 @@ def test_cli_preflight_refuses_an_executable_the_host_cannot_run(image, tmp_path
     plan = plan_for("bind", image, tmp_path)
     climstack = str(pins.PROJECT_ROOT / "bin" / "climstack")
     argv = [climstack, "slurm", "local", "--plan", plan.directory, "--image", str(image)]
-    refused = subprocess.run([*argv, "--command", "/opt/probe/bin/mpi41"], capture_output=True,
-                             text=True, env={**os.environ, "USER": "root"})
+    refused = subprocess.run(
+        [*argv, "--command", "/opt/probe/bin/mpi41"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "USER": "root"},
+    )
     assert refused.returncode == 2 and "MPI_Status_set_source" in refused.stderr
-    written = subprocess.run([*argv, "--output", str(tmp_path / "job.sh"), "--component",
-                              f"1x1 {PROBE}", "--component", f"1x1 {PROBE}"],
-                             capture_output=True, text=True)
+    written = subprocess.run(
+        [
+            *argv,
+            "--output",
+            str(tmp_path / "job.sh"),
+            "--component",
+            f"1x1 {PROBE}",
+            "--component",
+            f"1x1 {PROBE}",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert written.returncode == 0, written.stderr
     assert os.access(tmp_path / "job.sh", os.X_OK)

@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
-import bind_helpers as helpers
-from climstack import bind, elf, loader, pins, verify
+from conftest import needs_charliecloud
 
-pytestmark = helpers.needs_charliecloud
+from climstack import pins
+from climstack.run import elf, loader, verify
+from climstack.run import plan as planner
+from climstack.testing import programs as helpers
+
+pytestmark = needs_charliecloud
 BIN = "/opt/probe/bin"
 
 
@@ -20,9 +24,9 @@ def plans(image, tmp_path_factory):
     base), written and with their mount points in the image."""
     made = {}
     for name, prefix in (("debian", None), ("mpich-3.4.3", helpers.mpich("3.4.3").prefix)):
-        plan = bind.make_plan("local", prefix=prefix and str(prefix), environ={})
-        made[name] = bind.write(plan, tmp_path_factory.mktemp(name))
-        bind.prepare_image(made[name], image)
+        plan = planner.make_plan("local", prefix=prefix and str(prefix), environ={})
+        made[name] = planner.write(plan, tmp_path_factory.mktemp(name))
+        planner.prepare_image(made[name], image)
     return made
 
 
@@ -30,24 +34,30 @@ def run_in(plan, image, program, mpi):
     return verify.run_probe(plan, image, program, [str(mpi.bin / "mpiexec"), "-n", "1"])
 
 
-@pytest.mark.parametrize("library, functions", [
-    (("mpich-5.0.2", "lib/libmpi.so.12"), 707),
-    (("impi-rt", "lib/libmpi.so.12"), 689),
-    (("mpich-3.4.3", "lib/libmpi.so.12"), 406),
-    ((None, "/usr/lib/x86_64-linux-gnu/libmpich.so.12"), 626),
-])
+@pytest.mark.parametrize(
+    "library, functions",
+    [
+        (("mpich-5.0.2", "lib/libmpi.so.12"), 707),
+        (("impi-rt", "lib/libmpi.so.12"), 689),
+        (("mpich-3.4.3", "lib/libmpi.so.12"), 406),
+        ((None, "/usr/lib/x86_64-linux-gnu/libmpich.so.12"), 626),
+    ],
+)
 def test_exported_mpi_functions_per_library(library, functions):
     wheel, path = library
     info = elf.read(helpers.wheel(wheel) / path if wheel else Path(path))
     assert len({s for s in info.mpi_exports() if s.startswith("MPI_")}) == functions
 
 
-@pytest.mark.parametrize("library, version", [
-    (("mpich-5.0.2", "lib/libmpi.so.12"), "MPICH 5.0.2"),
-    (("mpich-3.4.3", "lib/libmpi.so.12"), "MPICH 3.4.3"),
-    (("impi-rt", "lib/libmpi.so.12"), "Intel MPI 2021.18.1 (ANL MPICH base 3.4a2)"),
-    ((None, "/usr/lib/x86_64-linux-gnu/libmpich.so.12"), "MPICH 4.0.2"),
-])
+@pytest.mark.parametrize(
+    "library, version",
+    [
+        (("mpich-5.0.2", "lib/libmpi.so.12"), "MPICH 5.0.2"),
+        (("mpich-3.4.3", "lib/libmpi.so.12"), "MPICH 3.4.3"),
+        (("impi-rt", "lib/libmpi.so.12"), "Intel MPI 2021.18.1 (ANL MPICH base 3.4a2)"),
+        ((None, "/usr/lib/x86_64-linux-gnu/libmpich.so.12"), "MPICH 4.0.2"),
+    ],
+)
 def test_mpich_base_read_from_the_library_without_running_it(library, version):
     wheel, path = library
     assert str(elf.mpich_version(helpers.wheel(wheel) / path if wheel else Path(path))) == version
@@ -67,8 +77,9 @@ def test_mpi4_program_refused_on_mpich_343_host_and_fails_as_predicted(image, pl
 def test_mpi41_program_refused_on_debian_mpich_402_and_fails_as_predicted(image, plans):
     report = verify.check(f"{BIN}/mpi41", plans["debian"], image)
     assert report.missing == ["MPI_Status_set_source"]
-    assert "lacks 1 MPI symbols the application imports: MPI_Status_set_source" in \
-        verify.render(report)
+    assert "lacks 1 MPI symbols the application imports: MPI_Status_set_source" in verify.render(
+        report
+    )
     proc = run_in(plans["debian"], image, f"{BIN}/mpi41", helpers.debian_mpich())
     assert proc.returncode != 0 and "undefined symbol: MPI_Status_set_source" in proc.stderr
 
@@ -84,15 +95,16 @@ def test_mpi4_program_accepted_where_the_host_has_it(image, plans):
 def test_mpi3_program_accepted_and_really_loads_the_host_mpi(host, image, plans):
     report = verify.check(f"{BIN}/mpi-probe", plans[host], image)
     assert report.ok, report.problems
-    assert report.picks["libmpi.so.12"]["path"] == f"{bind.LINKS_DIR}/libmpi.so.12"
+    assert report.picks["libmpi.so.12"]["path"] == f"{planner.LINKS_DIR}/libmpi.so.12"
     assert report.picks["libmpi.so.12"]["rule"] == "LD_LIBRARY_PATH"
     assert report.runpath == [f"{helpers.IMAGE_PREFIX}/lib"] and not report.rpath
     mpi = helpers.debian_mpich() if host == "debian" else helpers.mpich("3.4.3")
-    proc = verify.run_probe(plans[host], image, f"{BIN}/mpi-probe",
-                            [str(mpi.bin / "mpiexec"), "-n", "2"])
+    proc = verify.run_probe(
+        plans[host], image, f"{BIN}/mpi-probe", [str(mpi.bin / "mpiexec"), "-n", "2"]
+    )
     probe = verify.parse_probe(proc.stdout)
     assert probe["library"].split()[-1] == report.host_mpi.split()[-1]
-    assert probe["loaded"] == f"{bind.LINKS_DIR}/libmpi.so.12" and probe["ranks"] == "2"
+    assert probe["loaded"] == f"{planner.LINKS_DIR}/libmpi.so.12" and probe["ranks"] == "2"
 
 
 def test_rpath_program_refused_with_the_reason(image, plans):
@@ -105,9 +117,10 @@ def test_rpath_program_refused_with_the_reason(image, plans):
 def test_verify_reports_where_libxpmem_comes_from(cray_app):
     root, plan, executable = cray_app
     report = verify.check(executable, plan, root)
-    assert report.picks["libxpmem.so.0"]["path"] == f"{bind.LINKS_DIR}/libxpmem.so.0"
+    assert report.picks["libxpmem.so.0"]["path"] == f"{planner.LINKS_DIR}/libxpmem.so.0"
     assert report.picks["libxpmem.so.0"]["host"].endswith(
-        "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0")
+        "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0"
+    )
     assert report.host_mpi == "Cray MPICH 8.1.27.4 (ANL MPICH base 3.4a2)"
     assert report.missing == ["MPI_Comm_rank"]  # the synthetic Cray library lacks it
 
@@ -118,39 +131,83 @@ def cray_app(tmp_path):
     against the image's libmpi.so.12 and its libxpmem.so.0 stub."""
     root = helpers.cray_tree(tmp_path / "root")
     helpers._shared(root, "/opt/view/lib/libxpmem.so.0", "libxpmem.so.0")
-    helpers._shared(root, "/opt/view/lib/libmpi.so.12", "libmpi.so.12",
-                    source="int MPI_Init(int *a, char ***b) { return 0; }\n"
-                           "int MPI_Comm_rank(int c, int *r) { return 0; }\n")
+    helpers._shared(
+        root,
+        "/opt/view/lib/libmpi.so.12",
+        "libmpi.so.12",
+        source="int MPI_Init(int *a, char ***b) { return 0; }\n"
+        "int MPI_Comm_rank(int c, int *r) { return 0; }\n",
+    )
     source = tmp_path / "app.c"
-    source.write_text("int MPI_Init(int *, char ***); int MPI_Comm_rank(int, int *);\n"
-                      "int main(void) { int r; MPI_Init(0, 0); return MPI_Comm_rank(0, &r); }\n")
+    source.write_text(
+        "int MPI_Init(int *, char ***); int MPI_Comm_rank(int, int *);\n"
+        "int main(void) { int r; MPI_Init(0, 0); return MPI_Comm_rank(0, &r); }\n"
+    )
     executable = root / "opt/view/bin/app"
     executable.parent.mkdir(parents=True)
     lib = root / "opt/view/lib"
-    subprocess.run(["gcc", "-o", str(executable), str(source), str(lib / "libmpi.so.12"),
-                    "-Wl,--no-as-needed", str(lib / "libxpmem.so.0"), "-Wl,--enable-new-dtags",
-                    "-Wl,-rpath,/opt/view/lib"], check=True)
-    plan = bind.write(bind.make_plan("archer2", view=loader.View(root), environ={}),
-                      tmp_path / "plan")
+    subprocess.run(
+        [
+            "gcc",
+            "-o",
+            str(executable),
+            str(source),
+            str(lib / "libmpi.so.12"),
+            "-Wl,--no-as-needed",
+            str(lib / "libxpmem.so.0"),
+            "-Wl,--enable-new-dtags",
+            "-Wl,-rpath,/opt/view/lib",
+        ],
+        check=True,
+    )
+    plan = planner.write(
+        planner.make_plan("archer2", view=loader.View(root), environ={}), tmp_path / "plan"
+    )
     return root, plan, "/opt/view/bin/app"
 
 
 def test_cli_exit_codes_and_run(image, plans):
     climstack = str(pins.PROJECT_ROOT / "bin" / "climstack")
     env = {**os.environ, **helpers.debian_mpich().env(), "USER": "root"}
-    ok = subprocess.run([climstack, "verify", f"{BIN}/mpi-probe", "--image", str(image),
-                         "--plan", plans["debian"].directory, "--run", "--launcher",
-                         "mpiexec -n 2"], capture_output=True, text=True, env=env)
+    ok = subprocess.run(
+        [
+            climstack,
+            "verify",
+            f"{BIN}/mpi-probe",
+            "--image",
+            str(image),
+            "--plan",
+            plans["debian"].directory,
+            "--run",
+            "--launcher",
+            "mpiexec -n 2",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "verdict: ok" in ok.stdout and "MPICH Version:\t4.0.2" in ok.stdout
-    refused = subprocess.run([climstack, "verify", f"{BIN}/mpi41", "--image", str(image),
-                              "--plan", plans["debian"].directory], capture_output=True,
-                             text=True, env=env)
+    refused = subprocess.run(
+        [
+            climstack,
+            "verify",
+            f"{BIN}/mpi41",
+            "--image",
+            str(image),
+            "--plan",
+            plans["debian"].directory,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert refused.returncode == 1 and "MPI_Status_set_source" in refused.stdout
 
 
-needs_gfortran = pytest.mark.skipif(not shutil.which("gfortran"),
-                                    reason="needs gfortran (Debian's mpich pulls it in)")
+needs_gfortran = pytest.mark.skipif(
+    not shutil.which("gfortran"), reason="needs gfortran (Debian's mpich pulls it in)"
+)
 
 
 @needs_gfortran
@@ -159,7 +216,7 @@ def test_fortran_mpi41_call_refused_on_debian_mpich_and_fails_as_predicted(image
     program's MPI), not in Debian's libmpichfort 4.0.2 (the host's)."""
     report = verify.check(f"{BIN}/mpi41f", plans["debian"], image)
     assert report.missing == ["mpi_status_set_source_"], report.problems
-    assert report.picks["libmpi.so.12"]["path"].startswith(f"{bind.LINKS_DIR}/")
+    assert report.picks["libmpi.so.12"]["path"].startswith(f"{planner.LINKS_DIR}/")
     proc = run_in(plans["debian"], image, f"{BIN}/mpi41f", helpers.debian_mpich())
     assert proc.returncode != 0 and "undefined symbol: mpi_status_set_source_" in proc.stderr
 
@@ -169,9 +226,14 @@ def test_fortran_mpi3_program_built_on_intel_runs_on_debian_mpich(image, plans):
     report = verify.check(f"{BIN}/mpi3f", plans["debian"], image)
     assert report.ok, report.problems
     assert {"mpi_init_", "mpi_comm_rank_", "mpi_finalize_"} <= set(
-        elf.read(image / BIN.lstrip("/") / "mpi3f").mpi_imports())
-    proc = verify.run_probe(plans["debian"], image, f"{BIN}/mpi3f",
-                            [str(helpers.debian_mpich().bin / "mpiexec"), "-n", "2"])
+        elf.read(image / BIN.lstrip("/") / "mpi3f").mpi_imports()
+    )
+    proc = verify.run_probe(
+        plans["debian"],
+        image,
+        f"{BIN}/mpi3f",
+        [str(helpers.debian_mpich().bin / "mpiexec"), "-n", "2"],
+    )
     assert proc.returncode == 0 and "mpi3f: 0" in proc.stdout, proc.stderr[-2000:]
 
 

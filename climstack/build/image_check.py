@@ -5,7 +5,7 @@ XPMEM single-copy transfers, and (2) find its MPI through DT_RUNPATH, never DT_R
 that the launcher's LD_LIBRARY_PATH (the bound host MPICH) wins.
 
 It needs only pyelftools besides this package: the image's %post and %test run it as
-`python3 -m climstack.image_check` with Debian's python3-pyelftools.
+`python3 -m climstack.build.image_check` with Debian's python3-pyelftools.
 """
 
 import argparse
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from climstack import elf
+from climstack.run import elf
 
 #: SONAMEs of the MPICH ABI (libmpi.so.12 and its Fortran/C++ companions)
 MPI_SONAMES = {"libmpi.so.12", "libmpifort.so.12", "libmpicxx.so.12", "libmpich.so.12"}
@@ -95,7 +95,7 @@ def link_xpmem(files: list[elf.Elf], stub_libdir: Path) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="climstack.image_check", description=__doc__)
+    parser = argparse.ArgumentParser(prog="climstack.build.image_check", description=__doc__)
     parser.add_argument("root", type=Path, help="directory to scan, e.g. /opt/views/view")
     parser.add_argument("--link-xpmem", type=Path, metavar="STUB_LIBDIR",
                         help="first add libxpmem.so.0 (from this directory) where missing")

@@ -1,4 +1,5 @@
-"""Find the project's Spack environments, tell which site each uses, and check them.
+"""Find the project's Spack environments, tell which site each uses, check and concretize
+them, and read the stack's definitions (environments/stack.yaml).
 
 An environment is a directory with a spack.yaml under environments/ (one per site) or
 containers/ (one per container target). It picks its site by including ../../site/<name>.
@@ -10,18 +11,15 @@ from pathlib import Path
 
 import yaml
 
-from climstack import spack
+from climstack.common import progress
+from climstack.config import inputs, spack
+from climstack.config.sites import SITES_DIR, known_sites
 from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
 
-SITES_DIR = PROJECT_ROOT / "site"
+STACK = PROJECT_ROOT / "environments" / "stack.yaml"
 ENVIRONMENT_ROOTS = (PROJECT_ROOT / "environments", PROJECT_ROOT / "containers")
-#: scopes that other site scopes include, not sites of their own
-SHARED_SCOPES = {"cray-ex"}
-
-
-def known_sites() -> list[str]:
-    return sorted(p.name for p in SITES_DIR.iterdir() if p.is_dir() and p.name not in SHARED_SCOPES)
+MANIFEST_FIX = "compare with environments/local/spack.yaml; Spack's schema decides the keys"
 
 
 def find_environments() -> dict[str, Path]:
@@ -48,46 +46,65 @@ def resolve(name_or_path: str) -> Path:
     )
 
 
+def manifest(env_dir: Path) -> dict:
+    """The environment's spack.yaml, checked to be a mapping with a `spack:` mapping."""
+    path = env_dir / "spack.yaml"
+    data = inputs.parse_yaml(path, MANIFEST_FIX)
+    if not isinstance(data, dict) or not isinstance(data.get("spack"), dict):
+        raise ClimstackError(f"{path}: key spack: missing or not a mapping "
+                             f"({'empty file' if data is None else type(data).__name__})",
+                             fix=MANIFEST_FIX)
+    return data
+
+
 def includes(env_dir: Path) -> list[str]:
-    manifest = env_dir / "spack.yaml"
-    try:
-        data = yaml.safe_load(manifest.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ClimstackError(f"{manifest} is not valid YAML: {err}", fix="correct the YAML") from err
-    entries = (data.get("spack") or {}).get("include") or []
-    return [entry if isinstance(entry, str) else entry.get("path", "") for entry in entries]
+    entries = manifest(env_dir)["spack"].get("include") or []
+    if not isinstance(entries, list):
+        raise ClimstackError(f"{env_dir / 'spack.yaml'}: key spack.include: expected a list "
+                             f"of paths, found {type(entries).__name__}", fix=MANIFEST_FIX)
+    return [entry if isinstance(entry, str) else str((entry or {}).get("path", ""))
+            for entry in entries]
+
+
+def label(env_dir: Path) -> str:
+    """The environment's directory, relative to the project when inside it."""
+    return str(env_dir.relative_to(PROJECT_ROOT) if env_dir.is_relative_to(PROJECT_ROOT)
+               else env_dir)
 
 
 def site_of(env_dir: Path) -> str:
     """The site named by the environment's `include: ../../site/<name>`; checked to exist."""
-    manifest = env_dir / "spack.yaml"
-    sites = [Path(entry) for entry in includes(env_dir) if Path(entry).parent.name == "site"]
-    if len(sites) != 1:
+    path = env_dir / "spack.yaml"
+    found = [Path(entry) for entry in includes(env_dir) if Path(entry).parent.name == "site"]
+    if len(found) != 1:
         raise ClimstackError(
-            f"{manifest} must include exactly one site scope (../../site/<name>), found "
-            f"{[str(s) for s in sites] or 'none'}",
-            fix=f"add `- ../../site/<name>` to its include: list; sites: {', '.join(known_sites())}",
+            f"{path} must include exactly one site scope (../../site/<name>), found "
+            f"{[str(s) for s in found] or 'none'}",
+            fix="add `- ../../site/<name>` to its include: list; sites: "
+            + ", ".join(known_sites()),
         )
-    name = sites[0].name
-    if not (env_dir / sites[0]).resolve().is_dir():
+    name = found[0].name
+    if not (env_dir / found[0]).resolve().is_dir():
         raise ClimstackError(
-            f"{manifest} names site '{name}' ({sites[0]}), which does not exist",
+            f"{path} names site '{name}' ({found[0]}), which does not exist",
             fix=f"use one of the site scopes in {SITES_DIR}: {', '.join(known_sites())}, "
             f"or create site/{name}/ modelled on site/local/",
         )
     return name
 
 
+SECTIONS = "concretizer config definitions include mirrors modules packages repos".split()
+
+
 def check(env_dir: Path) -> str:
     """Check the environment's site exists and let Spack validate every scope it loads."""
     site = site_of(env_dir)
-    sections = "concretizer config definitions include mirrors modules packages repos".split()
-    probe = f"[__import__('spack.config').config.get(s) for s in {sections!r}]"
+    probe = f"[__import__('spack.config').config.get(s) for s in {SECTIONS!r}]"
     proc = spack.run("python", "-c", probe, env=env_dir, check=False)
     if proc.returncode != 0:
+        detail = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[-800:]
         raise ClimstackError(
-            f"environment {env_dir} (site {site}) has invalid configuration: "
-            f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.stdout}",
+            f"environment {env_dir} (site {site}) has invalid configuration: {detail}",
             fix="correct the key named above in that file (Spack's config schema decides "
             "what is allowed: `spack config get <section>` shows the merged result)",
         )
@@ -97,20 +114,29 @@ def check(env_dir: Path) -> str:
 def concretize(env_dir: Path) -> float:
     """Fresh, offline concretization of an environment; returns the wall time in seconds."""
     check(env_dir)
-    start = time.monotonic()
-    spack.run("concretize", "--fresh", "--force", env=env_dir)
-    return time.monotonic() - start
+    with progress.step(f"concretizing {label(env_dir)} --fresh"):
+        start = time.monotonic()
+        spack.run("concretize", "--fresh", "--force", env=env_dir)
+        return time.monotonic() - start
+
+
+def definition(name: str) -> list[str]:
+    """The specs of a `definitions:` entry of environments/stack.yaml (e.g. probes)."""
+    for entry in (inputs.parse_yaml(STACK, "restore it from git") or {}).get("definitions", []):
+        if name in entry:
+            return list(entry[name])
+    raise ClimstackError(f"{STACK} defines no `{name}`", fix="restore it from git")
 
 
 def create_named(name: str, env_dir: Path) -> None:
     """`spack env create NAME` from a project environment, its includes made absolute
     (Spack 1.1 copies the manifest verbatim, so relative includes would break)."""
     site_of(env_dir)
-    manifest = yaml.safe_load((env_dir / "spack.yaml").read_text())
-    manifest["spack"]["include"] = [str((env_dir / entry).resolve()) for entry in includes(env_dir)]
+    data = manifest(env_dir)
+    data["spack"]["include"] = [str((env_dir / entry).resolve()) for entry in includes(env_dir)]
     with tempfile.TemporaryDirectory() as tmp:
         absolute = Path(tmp) / "spack.yaml"
-        absolute.write_text(yaml.safe_dump(manifest, sort_keys=False))
+        absolute.write_text(yaml.safe_dump(data, sort_keys=False))
         spack.run("env", "create", name, str(absolute))
 
 

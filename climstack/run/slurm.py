@@ -13,7 +13,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from climstack import bind, verify
+from climstack.config import sites
+from climstack.run import runtimes, verify
+from climstack.run.plan import Plan
 from climstack.errors import ClimstackError
 
 
@@ -30,56 +32,65 @@ class Component:
         try:
             nodes, ntasks = (int(n) for n in shape.lower().split("x"))
         except ValueError as err:
-            raise ClimstackError(f"component {spec!r}: expected 'NODESxTASKS command'",
-                                 fix="e.g. --component '1x2 /opt/view/bin/atmos.exe'") from err
+            raise ClimstackError(
+                f"component {spec!r}: expected 'NODESxTASKS command'",
+                fix="e.g. --component '1x2 /opt/view/bin/atmos.exe'",
+            ) from err
         if not command.strip():
             raise ClimstackError(f"component {spec!r} has no command")
         return cls(nodes, ntasks, shlex.split(command))
 
 
-def _runtime_lines(plan: bind.Plan, image: str, command: list[str]) -> tuple[list[str], str]:
-    """(lines before srun, the per-rank command) for the plan's runtime."""
-    if plan.runtime == "apptainer":  # the environment carries the plan to `apptainer exec`
-        return bind.render_env(plan).splitlines(), shlex.join(["apptainer", "exec", image,
-                                                                *command])
-    return [], shlex.join(bind.charliecloud_args(plan, image, command))
-
-
-def script(site: str, plan: bind.Plan, image: str, components: list[Component],
-           job_name: str = "climstack", export: str = "ALL", extra: list[str] = ()) -> str:
-    config = bind.site_config(site).get("slurm", {})
+def script(
+    site: str,
+    plan: Plan,
+    image: str,
+    components: list[Component],
+    job_name: str = "climstack",
+    export: str = "ALL",
+    extra: list[str] = (),
+) -> str:
+    config = sites.get(site).bind["slurm"]
     het = len(components) > 1
     if het and export.upper() == "NONE":
-        raise ClimstackError("heterogeneous job steps hang with --export=NONE (seen on Gaea)",
-                             fix="keep the default --export=ALL; the plan sets the "
-                             "container's environment itself")
+        raise ClimstackError(
+            "heterogeneous job steps hang with --export=NONE (seen on Gaea)",
+            fix="keep the default --export=ALL; the plan sets the "
+            "container's environment itself",
+        )
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --export={export}"]
-    directives = [f"--{key}={value}" for key, value in (config.get("directives") or {}).items()]
-    directives += [*config.get("extra_directives", []), *extra]
+    directives = [f"--{key}={value}" for key, value in config["directives"].items()]
+    directives += [*config["extra_directives"], *extra]
     for index, component in enumerate(components):
         if index:
             lines.append("#SBATCH hetjob")
         lines.append(f"#SBATCH --nodes={component.nodes} --ntasks={component.ntasks}")
         lines += [f"#SBATCH {d}" for d in directives]
-    lines += ["set -euo pipefail",
-              f"# bind plan: site {plan.site}, mode {plan.mode}, runtime {plan.runtime}"
-              + (f", host MPI {plan.mpi.get('version')}" if plan.mpi else ""),
-              *config.get("setup", []),
-              'export USER="${USER:-$(id -un)}"  # ch-run needs it']
-    mpi = config.get("mpi", "pmi2")
+    lines += [
+        "set -euo pipefail",
+        f"# bind plan: site {plan.site}, mode {plan.mode}, runtime {plan.runtime}"
+        + (f", host MPI {plan.mpi.get('version')}" if plan.mpi else ""),
+        *config["setup"],
+        'export USER="${USER:-$(id -un)}"  # ch-run needs it',
+    ]
+    mpi = config["mpi"]
     steps = []
     for index, component in enumerate(components):
-        before, rank = _runtime_lines(plan, image, component.command)
+        before, rank = runtimes.get(plan.runtime).job_lines(plan, image, component.command)
         if index == 0:
             lines += before
-        options = [f"--mpi={mpi}", "--cpu-bind=cores", f"--nodes={component.nodes}",
-                   f"--ntasks={component.ntasks}"] + ([f"--het-group={index}"] if het else [])
+        options = [
+            f"--mpi={mpi}",
+            "--cpu-bind=cores",
+            f"--nodes={component.nodes}",
+            f"--ntasks={component.ntasks}",
+        ] + ([f"--het-group={index}"] if het else [])
         steps.append(" ".join(options) + " " + rank)
     lines.append("srun " + " \\\n  : ".join(steps))
     return "\n".join(lines) + "\n"
 
 
-def preflight(plan: bind.Plan, image: Path, components: list[Component]) -> None:
+def preflight(plan: Plan, image: Path, components: list[Component]) -> None:
     """In bind mode, every component's executable must load the host MPI (an image dir)."""
     if plan.mode != "bind" or not image.is_dir():
         return
@@ -90,23 +101,29 @@ def preflight(plan: bind.Plan, image: Path, components: list[Component]) -> None
                 f"{component.command[0]} in {image} would not run on the host MPI:\n"
                 + verify.render(report),
                 fix="rebuild it (RUNPATH, an MPICH no newer than the host's base), or "
-                "--no-verify to write the script anyway")
+                "--no-verify to write the script anyway",
+            )
 
 
 def register(commands) -> None:
     def run(args):
-        plan = bind.Plan.load(args.plan)
+        plan = Plan.load(args.plan)
         if args.component and args.program:
             raise ClimstackError("give either --component (repeated) or --command")
-        components = [Component.parse(c) for c in args.component] or \
-            [Component(args.nodes, args.ntasks, args.program)]
+        components = [Component.parse(c) for c in args.component] or [
+            Component(args.nodes, args.ntasks, args.program)
+        ]
         if not components[0].command:
-            raise ClimstackError("no command to run", fix="--command PROG ARGS (last), or "
-                                 "--component 'NODESxTASKS PROG ARGS' per het component")
+            raise ClimstackError(
+                "no command to run",
+                fix="--command PROG ARGS (last), or "
+                "--component 'NODESxTASKS PROG ARGS' per het component",
+            )
         if not args.no_verify:
             preflight(plan, args.image, components)
-        text = script(args.site, plan, str(args.image), components, args.job_name,
-                      args.export, args.sbatch)
+        text = script(
+            args.site, plan, str(args.image), components, args.job_name, args.export, args.sbatch
+        )
         if args.output:
             args.output.write_text(text)
             args.output.chmod(0o755)
@@ -114,21 +131,39 @@ def register(commands) -> None:
         else:
             print(text, end="")
 
-    sub = commands.add_parser("slurm", help="write a Slurm job script running the container "
-                              "under a bind plan, with heterogeneous steps for coupled models")
+    sub = commands.add_parser(
+        "slurm",
+        help="write a Slurm job script running the container "
+        "under a bind plan, with heterogeneous steps for coupled models",
+    )
     sub.add_argument("site", help="site scope (archer2, gaea, local) or its path")
     sub.add_argument("--plan", type=Path, required=True, help="plan dir from `climstack bind`")
     sub.add_argument("--image", type=Path, required=True, help=".sif or image directory")
     sub.add_argument("--nodes", type=int, default=1)
     sub.add_argument("--ntasks", type=int, default=1)
-    sub.add_argument("--component", action="append", default=[], metavar="'NxT CMD'",
-                     help="one heterogeneous component: nodes x tasks and its command")
+    sub.add_argument(
+        "--component",
+        action="append",
+        default=[],
+        metavar="'NxT CMD'",
+        help="one heterogeneous component: nodes x tasks and its command",
+    )
     sub.add_argument("--job-name", default="climstack")
     sub.add_argument("--export", default="ALL", help="sbatch --export (NONE hangs hetjobs)")
-    sub.add_argument("--sbatch", action="append", default=[], metavar="OPTION",
-                     help="extra #SBATCH option, e.g. --account=n02")
+    sub.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="extra #SBATCH option, e.g. --account=n02",
+    )
     sub.add_argument("--no-verify", action="store_true", help="skip the bind-mode preflight")
     sub.add_argument("--output", type=Path, help="write the script here (default: stdout)")
-    sub.add_argument("--command", dest="program", nargs="+", default=[],
-                     help="(last) the command of a single-component job")
+    sub.add_argument(
+        "--command",
+        dest="program",
+        nargs="+",
+        default=[],
+        help="(last) the command of a single-component job",
+    )
     sub.set_defaults(run=run)

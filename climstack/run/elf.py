@@ -97,8 +97,13 @@ def _symbols(section, info: Elf) -> None:
             continue
         if symbol["st_shndx"] == "SHN_UNDEF":
             info.imports.add(symbol.name)
-        elif symbol["st_info"]["type"] in ("STT_FUNC", "STT_OBJECT", "STT_GNU_IFUNC",
-                                           "STT_COMMON", "STT_TLS"):
+        elif symbol["st_info"]["type"] in (
+            "STT_FUNC",
+            "STT_OBJECT",
+            "STT_GNU_IFUNC",
+            "STT_COMMON",
+            "STT_TLS",
+        ):
             info.exports.add(symbol.name)
 
 
@@ -108,13 +113,15 @@ def read(path: Path) -> Elf:
     try:
         stat = path.stat()
         if not is_elf(path):
-            raise ClimstackError(f"{path} is not an ELF file",
-                                 fix="pass the executable or shared library itself")
+            raise ClimstackError(
+                f"{path} is not an ELF file", fix="pass the executable or shared library itself"
+            )
         return _read_cached(path, stat.st_mtime_ns, stat.st_size)
     except PermissionError as err:
-        raise ClimstackError(f"cannot read {path}: permission denied",
-                             fix="run as a user who can read it, or copy it somewhere readable"
-                             ) from err
+        raise ClimstackError(
+            f"cannot read {path}: permission denied",
+            fix="run as a user who can read it, or copy it somewhere readable",
+        ) from err
     except (ELFError, ValueError, OSError) as err:
         raise ClimstackError(f"cannot read ELF file {path}: {err}") from err
 
@@ -171,7 +178,7 @@ def mpich_version(path: Path) -> MpiVersion | None:
     base = ""
     for i, text in enumerate(strings):
         if _LIBTOOL_ABI.match(text):
-            near = [s for s in strings[max(0, i - 3):i + 4] if _RELEASE.match(s)]
+            near = [s for s in strings[max(0, i - 3) : i + 4] if _RELEASE.match(s)]
             if near:
                 base = near[-1]
                 break

@@ -5,102 +5,30 @@ One centre builds and pushes (`spack buildcache push --update-index`, signed wit
 (`spack install --cache-only`), into its own install root: the padded install tree
 (site/*/config.yaml `padded_length`) lets Spack rewrite every path on relocation.
 
-Every function takes `run`, a callable like climstack.spack.run, so the same code drives
-the user's Spack or a `Centre` (an isolated Spack instance, as in the tests and benchmark).
+Every function takes `run`, a callable like climstack.config.spack.run, so the same code
+drives the user's Spack or a climstack.testing.centre.Centre (an isolated Spack instance,
+as in the tests and benchmark).
 """
 
-import hashlib
 import json
-import os
 import shutil
 import socket
-import subprocess
 import tempfile
 import urllib.parse
-from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from climstack import spack
+from climstack.build import environments
+from climstack.common import process
+from climstack.config import spack
 from climstack.errors import ClimstackError
-from climstack.pins import PROJECT_ROOT, local_externals, spack_user_cache
+from climstack.pins import PROJECT_ROOT
 
-STACK = PROJECT_ROOT / "environments" / "stack.yaml"
-#: the slice that the round-trip test and the benchmark share across centres
-#: netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for byte; 4.9.0's is too,
-#: but its recipe also applies a patch downloaded from GitHub, which no mirror here holds.
-#: ~szip ~blosc ~zstd: those libraries' Debian tarballs are repacked, so cannot be built here.
-SLICE_SPECS = ("xpmem-stub", "mpi-probe", "netcdf-c@4.9.3 +mpi ~szip ~blosc ~zstd")
-#: Debian suites searched for the slice's sources besides the host's own
-SLICE_SUITES = ("trixie",)
 MIRROR_NAME = "climstack-cache"
 #: bin/setup disables Spack's bootstrapping (nothing may be downloaded), but `spack gpg`
 #: enters the bootstrap context even when the host's gpg is on PATH, as it is here.
 GPG = ("-c", "bootstrap:enable:true")
-
-
-@dataclass
-class Centre:
-    """An isolated Spack instance: its own user config scope, user cache, keyring, and
-    (unless an environment's site scope says otherwise) install root."""
-
-    home: Path
-    install_root: Path | None = None
-
-    def environ(self) -> dict:
-        env = {k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"}
-        env.update(SPACK_USER_CONFIG_PATH=str(self.home / "config"),
-                   SPACK_SYSTEM_CONFIG_PATH=str(self.home / "system"),  # empty: no /etc/spack
-                   SPACK_USER_CACHE_PATH=str(self.home / "cache"),
-                   SPACK_GNUPGHOME=str(self.home / "gpg"))
-        return env
-
-    def setup(self) -> "Centre":
-        (self.home / "config").mkdir(parents=True, exist_ok=True)
-        (self.home / "system").mkdir(exist_ok=True)
-        # site/local finds the host's build tools at $user_cache_path/../local-externals
-        externals = self.home / "local-externals"
-        if not externals.exists() and local_externals().is_dir():
-            externals.symlink_to(local_externals())
-        config = {"source_cache": str(self.home / "cache" / "source"),
-                  # the repo index derives from the pinned repos only: share it (saves ~100 s)
-                  "misc_cache": str(spack_user_cache() / "cache"),
-                  "build_jobs": 2}
-        if self.install_root:
-            config["install_tree"] = {"root": str(self.install_root), "padded_length": 128}
-        (self.home / "config" / "config.yaml").write_text(yaml.safe_dump({"config": config}))
-        return self
-
-    def run(self, *args: str, env: Path | None = None, check: bool = True,
-            timeout: int = 3600) -> subprocess.CompletedProcess:
-        command = [str(spack.SPACK)] + (["-e", str(env)] if env else []) + list(args)
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              env=self.environ())
-        if check and proc.returncode != 0:
-            raise ClimstackError(f"`spack {' '.join(command[1:])}` failed (centre {self.home}):\n"
-                                 f"{(proc.stderr or proc.stdout).strip()}")
-        return proc
-
-
-def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
-    """A slice of the local environment (same stack and site scope), concretized; the
-    concretization is kept while its inputs (manifest, stack, site/local, our repo) are
-    unchanged. The host's zlib is an external: Debian repacks zlib's tarball."""
-    env_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {"spack": {"include": [str(STACK), str(PROJECT_ROOT / "site" / "local")],
-                          "specs": [{"matrix": [list(specs), ["$site_arch"]]}], "view": False}}
-    inputs = [STACK, *sorted((PROJECT_ROOT / "site" / "local").glob("*.yaml")),
-              *sorted((PROJECT_ROOT / "repo").rglob("*.py"))]
-    stamp = short_digest(yaml.safe_dump(manifest) + "".join(p.read_text() for p in inputs))
-    if (env_dir / "spack.lock").is_file() and (env_dir / ".inputs").is_file() and \
-            (env_dir / ".inputs").read_text() == stamp:
-        return env_dir
-    (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    run("external", "find", "--not-buildable", "zlib", env=env_dir)
-    run("concretize", "--fresh", "--force", env=env_dir)
-    (env_dir / ".inputs").write_text(stamp)
-    return env_dir
 
 
 def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
@@ -108,10 +36,6 @@ def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
     attr = "root" if padded else "unpadded_root"
     out = run("python", "-c", f"import spack.store; print(spack.store.STORE.{attr})", env=env)
     return Path(out.stdout.strip().splitlines()[-1])
-
-
-def short_digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 # --- signing keys -----------------------------------------------------------------------
@@ -152,10 +76,9 @@ def gpg_fingerprints(run=spack.run) -> list[str]:
 def tracked_secret_keys(repo: Path = PROJECT_ROOT) -> list[str]:
     """Files git tracks in repo that hold a secret PGP key (armoured export)."""
     mark = b"BEGIN PGP " + b"PRIVATE KEY"  # split, so this file is no match itself
-    names = subprocess.run(["git", "-C", str(repo), "ls-files", "-z"], capture_output=True,
-                           check=True).stdout.split(b"\0")
-    return [name.decode() for name in names if name and (repo / name.decode()).is_file()
-            and mark in (repo / name.decode()).read_bytes()]
+    names = process.run(["git", "-C", repo, "ls-files", "-z"], "git ls-files").stdout.split("\0")
+    return [name for name in names if name and (repo / name).is_file()
+            and mark in (repo / name).read_bytes()]
 
 
 # --- mirrors ----------------------------------------------------------------------------
@@ -242,7 +165,8 @@ def env_from_lock(lock: Path, env_dir: Path) -> Path:
     """An environment holding exactly the building centre's concrete specs (its lockfile),
     with our package repo (stack.yaml) but no site scope: nothing is concretized again."""
     env_dir.mkdir(parents=True, exist_ok=True)
-    manifest = {"spack": {"include": [str(STACK)], "specs": lock_roots(lock), "view": False}}
+    specs = lock_roots(lock)
+    manifest = {"spack": {"include": [str(environments.STACK)], "specs": specs, "view": False}}
     (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
     shutil.copyfile(lock, env_dir / "spack.lock")
     return env_dir
@@ -321,8 +245,6 @@ def select(specs: list[dict], target: str | None = None, lock: Path | None = Non
 
 
 def register(commands) -> None:
-    from climstack import environments
-
     sub = commands.add_parser("buildcache", help="share builds between centres: signing keys, "
                               "push to a buildcache, install from it, list it")
     actions = sub.add_subparsers(dest="action", required=True)

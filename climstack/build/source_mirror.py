@@ -13,11 +13,12 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 
-from climstack import spack
+from climstack.build import environments
+from climstack.common import process
+from climstack.config import spack
 from climstack.errors import ClimstackError
 from climstack.pins import cache_dir
 
@@ -100,15 +101,10 @@ class DebianSources:
         if not shutil.which("apt-get"):
             raise ClimstackError("no apt-get on this machine",
                                  fix="fill the source mirror on a Debian/Ubuntu machine")
-        proc = subprocess.run(["apt-get", *self._options(), *args], capture_output=True,
-                              text=True, cwd=cwd, timeout=600)
-        if proc.returncode != 0:
-            raise ClimstackError(
-                f"`apt-get {' '.join(args)}` (sources {self.sources_file}) failed: "
-                f"{proc.stderr.strip()}",
-                fix="check that the Debian mirror in the host's apt sources is reachable",
-            )
-        return proc.stdout
+        return process.run(["apt-get", *self._options(), *args],
+                           f"`apt-get {' '.join(args)}` (sources {self.sources_file})", cwd=cwd,
+                           timeout=600, fix="check that the Debian mirror in the host's apt "
+                           "sources is reachable").stdout
 
     def write_sources(self) -> Path:
         """deb-src entries for every `deb` entry of the host's apt sources."""
@@ -141,8 +137,8 @@ class DebianSources:
         files = self._apt("indextargets", "--format", "$(FILENAME)", "Identifier: Sources").split()
         found: dict[str, tuple[str, str, str]] = {}
         for name in files:
-            text = subprocess.run(["/usr/lib/apt/apt-helper", "cat-file", name],
-                                  capture_output=True, text=True, check=True).stdout
+            text = process.run(["/usr/lib/apt/apt-helper", "cat-file", name],
+                               f"reading the apt index {name}").stdout
             for stanza in text.split("\n\n"):
                 package = version = None
                 in_sums = False
@@ -172,12 +168,9 @@ class DebianSources:
                                  f"{filename} (sources {self.sources_file})",
                                  fix="run `apt-get update` with those sources again")
         target = into / filename
-        proc = subprocess.run(["/usr/lib/apt/apt-helper", *self._options(), "download-file",
-                               uris[0], str(target), f"SHA256:{sha256}"],
-                              capture_output=True, text=True, timeout=1800)
-        if proc.returncode != 0:
-            raise ClimstackError(f"downloading {uris[0]} failed: {proc.stderr.strip()}",
-                                 fix="check that the Debian mirror is reachable")
+        process.run(["/usr/lib/apt/apt-helper", *self._options(), "download-file", uris[0],
+                     target, f"SHA256:{sha256}"], f"downloading {uris[0]}", timeout=1800,
+                    fix="check that the Debian mirror is reachable")
         return target
 
 
@@ -269,8 +262,6 @@ def fill_from_debian(env_dir: Path, mirror_dir: Path, debian: DebianSources | No
 
 
 def register(commands) -> None:
-    from climstack import environments
-
     def run_create(args):
         print(create(environments.resolve(args.environment), Path(args.mirror).resolve()), end="")
 
@@ -284,7 +275,9 @@ def register(commands) -> None:
 
     sub = commands.add_parser("source-mirror", help="air-gapped source mirrors for an environment")
     actions = sub.add_subparsers(dest="action", required=True)
-    create_cmd = actions.add_parser("create", help="`spack mirror create --all` for an environment")
+    create_cmd = actions.add_parser(
+        "create", help="`spack mirror create --all` for an environment"
+    )
     fill_cmd = actions.add_parser("fill-debian", help="fill a mirror from Debian source packages "
                                   "whose orig tarball has the recipe's sha256")
     fill_cmd.add_argument("--suite", action="append", default=[],

@@ -17,7 +17,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
-from climstack import bind, elf, loader
+from climstack.run import discover, elf, loader, runtimes
+from climstack.run.plan import LINKS_DIR, Plan
 from climstack.errors import ClimstackError
 
 WATCHED = ("libmpi.so.12", "libxpmem.so.0")
@@ -54,15 +55,19 @@ def _glibc_versions(libraries, libc: elf.Elf | None) -> list[str]:
         for file, versions in info.version_needs.items():
             if file in ("libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2"):
                 needed |= {v for v in versions if v.startswith("GLIBC_")}
-    return sorted(needed - libc.version_defs, key=lambda v: [int(x) for x in
-                                                            re.findall(r"\d+", v)])
+    return sorted(
+        needed - libc.version_defs, key=lambda v: [int(x) for x in re.findall(r"\d+", v)]
+    )
 
 
 def version_mismatches(closure: loader.Closure) -> list[str]:
     """GNU symbol versions (FABRIC_1.9, ...) that loaded objects need from a library the plan
     supplies (in LINKS_DIR) but that library does not define: ld.so refuses to start."""
-    supplied = {name: lib for name, lib in closure.libraries.items()
-                if lib.path.parent == PurePosixPath(bind.LINKS_DIR)}
+    supplied = {
+        name: lib
+        for name, lib in closure.libraries.items()
+        if lib.path.parent == PurePosixPath(LINKS_DIR)
+    }
     found = []
     for lib in [closure.root, *closure.libraries.values()]:
         for name, versions in lib.info.version_needs.items():
@@ -72,7 +77,7 @@ def version_mismatches(closure: loader.Closure) -> list[str]:
     return found
 
 
-def check(executable: str, plan: bind.Plan | None, image: Path | None = None) -> Report:
+def check(executable: str, plan: Plan | None, image: Path | None = None) -> Report:
     """The report for `executable` (a path inside `image`, or on the host without one)."""
     root = image or Path("/")
     plain = loader.View(root)  # the image as built
@@ -81,14 +86,14 @@ def check(executable: str, plan: bind.Plan | None, image: Path | None = None) ->
 
     report = Report(executable)
     top = loader.load(executable, plain)
-    report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, \
-        top.info.runpath
+    report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
     if "libmpi.so.12" not in top.info.needed and not top.info.mpi_imports():
         report.problems.append(f"{executable} does not use MPI (no libmpi.so.12 in DT_NEEDED)")
     if top.info.rpath and not top.info.runpath:
         report.problems.append(
             f"DT_RPATH {':'.join(top.info.rpath)}: searched before LD_LIBRARY_PATH, so the "
-            "image's own MPI wins over the bound host MPI (relink with --enable-new-dtags)")
+            "image's own MPI wins over the bound host MPI (relink with --enable-new-dtags)"
+        )
 
     # what the image would load without the plan: its MPI and the MPI-using libraries
     own = loader.closure(executable, plain)
@@ -96,22 +101,34 @@ def check(executable: str, plan: bind.Plan | None, image: Path | None = None) ->
     if own_mpi and (version := elf.mpich_version(own_mpi.host)):
         report.image_mpi = str(version)
     mpi_files = {lib.real for lib in own.libraries.values() if lib.info.mpi_exports()}
-    importers = [top] + [lib for lib in own.libraries.values()
-                         if lib.real not in mpi_files and lib.info.mpi_imports()]
+    importers = [top] + [
+        lib
+        for lib in own.libraries.values()
+        if lib.real not in mpi_files and lib.info.mpi_imports()
+    ]
     report.importers = [str(lib.real) for lib in importers]
     wanted = set().union(*(lib.info.mpi_imports() for lib in importers))
-    wanted -= set().union(*(lib.info.exports for lib in own.libraries.values()
-                            if lib.real not in mpi_files))  # defined by the image itself
+    wanted -= set().union(
+        *(lib.info.exports for lib in own.libraries.values() if lib.real not in mpi_files)
+    )  # defined by the image itself
     report.imported = len(wanted)
 
     # what it loads under the plan
     planned_closure = loader.closure(executable, planned, path)
     for name in WATCHED:
-        library = next(filter(None, (planned_closure.libraries.get(n)
-                                     for n in bind.ABI_NAMES.get(name, (name,)))), None)
+        library = next(
+            filter(
+                None,
+                (planned_closure.libraries.get(n) for n in discover.ABI_NAMES.get(name, (name,))),
+            ),
+            None,
+        )
         if library:
-            report.picks[name] = {"path": str(library.path), "rule": library.how,
-                                  "host": str(library.host.resolve())}
+            report.picks[name] = {
+                "path": str(library.path),
+                "rule": library.how,
+                "host": str(library.host.resolve()),
+            }
     for name, who in planned_closure.missing.items():
         report.problems.append(f"the loader finds no {name} (needed by {', '.join(who)})")
     report.version_missing = version_mismatches(planned_closure)
@@ -119,25 +136,39 @@ def check(executable: str, plan: bind.Plan | None, image: Path | None = None) ->
         report.problems.append(f"symbol version {line}")
 
     if plan and plan.mode == "bind":
-        pick = next(filter(None, (planned_closure.libraries.get(n)  # the C library,
-                                  for n in bind.ABI_NAMES["libmpi.so.12"])), None)  # any name
-        if pick is None or pick.path.parent != PurePosixPath(bind.LINKS_DIR):
+        pick = next(
+            filter(
+                None,
+                (
+                    planned_closure.libraries.get(n)  # the C library,
+                    for n in discover.ABI_NAMES["libmpi.so.12"]
+                ),
+            ),
+            None,
+        )  # any name
+        if pick is None or pick.path.parent != PurePosixPath(LINKS_DIR):
             report.problems.append(
                 "under the plan the loader picks "
                 f"{pick.path if pick else 'no libmpi.so.12'} by {pick.how if pick else '-'}, "
-                "not the host MPI")
-        for name in bind.ABI_NAMES:  # all of MPI from the host, or the ABI is mixed
+                "not the host MPI"
+            )
+        for name in discover.ABI_NAMES:  # all of MPI from the host, or the ABI is mixed
             lib = planned_closure.libraries.get(name)
             if lib and pick and lib.path.parent != pick.path.parent:
-                report.problems.append(f"{name} comes from {lib.path} ({lib.how}) but "
-                                       f"libmpi.so.12 from {pick.path}: mixed MPI libraries")
+                report.problems.append(
+                    f"{name} comes from {lib.path} ({lib.how}) but "
+                    f"libmpi.so.12 from {pick.path}: mixed MPI libraries"
+                )
         # the host side: the plan's MPI libraries and what they load from the plan
         host_libs = []
-        for name in (n for n in bind.ABI_NAMES if n in plan.links):
-            host = loader.closure(f"{bind.LINKS_DIR}/{name}", planned, path)
-            host_libs += [host.root] + [lib for lib in host.libraries.values()
-                                        if lib.path.parent == PurePosixPath(bind.LINKS_DIR)]
-        host = loader.closure(f"{bind.LINKS_DIR}/libmpi.so.12", planned, path)
+        for name in (n for n in discover.ABI_NAMES if n in plan.links):
+            host = loader.closure(f"{LINKS_DIR}/{name}", planned, path)
+            host_libs += [host.root] + [
+                lib
+                for lib in host.libraries.values()
+                if lib.path.parent == PurePosixPath(LINKS_DIR)
+            ]
+        host = loader.closure(f"{LINKS_DIR}/libmpi.so.12", planned, path)
         version = elf.mpich_version(host.root.host)
         report.host_mpi = str(version) if version else plan.mpi.get("version", "")
         exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
@@ -146,30 +177,37 @@ def check(executable: str, plan: bind.Plan | None, image: Path | None = None) ->
         if report.missing:
             report.problems.append(
                 f"the host MPI lacks {len(report.missing)} MPI symbols the application "
-                f"imports: {', '.join(report.missing)}")
+                f"imports: {', '.join(report.missing)}"
+            )
         libc = loader.find("libc.so.6", top, [], [], plain) if image else None
-        report.glibc_missing = _glibc_versions([lib.info for lib in host_libs],
-                                               libc.info if libc else None)
+        report.glibc_missing = _glibc_versions(
+            [lib.info for lib in host_libs], libc.info if libc else None
+        )
         if report.glibc_missing:
             report.problems.append(
                 f"the bound host libraries need {', '.join(report.glibc_missing)} from the "
-                "image's C library, which lacks them (use an image with a newer glibc)")
+                "image's C library, which lacks them (use an image with a newer glibc)"
+            )
     return report
 
 
 def render(report: Report) -> str:
-    lines = [f"executable: {report.executable}",
-             f"  DT_NEEDED: {' '.join(report.needed)}",
-             f"  DT_RPATH: {':'.join(report.rpath) or '-'}   "
-             f"DT_RUNPATH: {':'.join(report.runpath) or '-'}"]
+    lines = [
+        f"executable: {report.executable}",
+        f"  DT_NEEDED: {' '.join(report.needed)}",
+        f"  DT_RPATH: {':'.join(report.rpath) or '-'}   "
+        f"DT_RUNPATH: {':'.join(report.runpath) or '-'}",
+    ]
     for name, pick in report.picks.items():
         lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
     lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
     if report.version_missing:
         lines.append(f"  symbol versions missing: {'; '.join(report.version_missing)}")
-    lines.append(f"  MPI symbols imported: {report.imported} (by {len(report.importers)} "
-                 f"files), exported by the host MPI: {report.exported}, missing: "
-                 f"{len(report.missing)}")
+    lines.append(
+        f"  MPI symbols imported: {report.imported} (by {len(report.importers)} "
+        f"files), exported by the host MPI: {report.exported}, missing: "
+        f"{len(report.missing)}"
+    )
     for problem in report.problems:
         lines.append(f"  REFUSED: {problem}")
     lines.append("verdict: " + ("ok" if report.ok else "refused"))
@@ -188,18 +226,20 @@ def parse_probe(output: str) -> dict[str, str]:
     return found
 
 
-def run_probe(plan: bind.Plan, image: Path, executable: str, launcher: list[str],
-              timeout: int = 120) -> subprocess.CompletedProcess:
+def run_probe(
+    plan: Plan, image: Path, executable: str, launcher: list[str], timeout: int = 120
+) -> subprocess.CompletedProcess:
     """Run `executable` inside the image under the plan, started by `launcher` (host)."""
-    bind.check_mount_points(plan, image)
-    argv = [*launcher, *bind.runtime_args(plan, str(image), [executable])]
+    runtime = runtimes.get(plan.runtime)
+    runtime.check_image(plan, image)
+    argv = [*launcher, *runtime.exec_args(plan, str(image), [executable])]
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
 
 
 def register(commands) -> None:
     def run(args):
-        plan = bind.Plan.load(args.plan) if args.plan else None
+        plan = Plan.load(args.plan) if args.plan else None
         report = check(args.executable, plan, args.image)
         print(json.dumps(asdict(report), indent=2) if args.json else render(report))
         if args.run_probe:
@@ -207,20 +247,33 @@ def register(commands) -> None:
                 raise ClimstackError("--run needs --plan and --image")
             proc = run_probe(plan, args.image, args.executable, shlex.split(args.launcher))
             probe = parse_probe(proc.stdout)
-            print(f"run: exit {proc.returncode}; library: {probe.get('library', '?')}; "
-                  f"loaded: {probe.get('loaded', '?')}")
+            print(
+                f"run: exit {proc.returncode}; library: {probe.get('library', '?')}; "
+                f"loaded: {probe.get('loaded', '?')}"
+            )
             if proc.returncode:
                 print(proc.stderr.strip()[-2000:], file=sys.stderr)
                 return 1
         return 0 if report.ok else 1
 
-    sub = commands.add_parser("verify", help="check an executable against the host MPI under "
-                              "a bind plan: loader picks, MPICH bases, symbol by symbol")
+    sub = commands.add_parser(
+        "verify",
+        help="check an executable against the host MPI under "
+        "a bind plan: loader picks, MPICH bases, symbol by symbol",
+    )
     sub.add_argument("executable", help="path on the host, or inside --image")
     sub.add_argument("--image", type=Path, help="image directory the executable lives in")
     sub.add_argument("--plan", type=Path, help="plan directory written by `climstack bind`")
     sub.add_argument("--json", action="store_true")
-    sub.add_argument("--run", dest="run_probe", action="store_true", help="then run it (mpi-probe) under the plan")
-    sub.add_argument("--launcher", default="", help="host launcher for --run, e.g. "
-                     "'mpiexec -n 2' or 'srun -n 2 --mpi=pmi2'")
+    sub.add_argument(
+        "--run",
+        dest="run_probe",
+        action="store_true",
+        help="then run it (mpi-probe) under the plan",
+    )
+    sub.add_argument(
+        "--launcher",
+        default="",
+        help="host launcher for --run, e.g. " "'mpiexec -n 2' or 'srun -n 2 --mpi=pmi2'",
+    )
     sub.set_defaults(run=run)

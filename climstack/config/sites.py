@@ -1,0 +1,97 @@
+"""Site scopes (site/<name>/): which exist, their bind.yaml (checked against
+schemas/bind.json, defaults filled), and their Spack configuration as Spack merges it:
+included scopes (site/cray-ex) and the user's scopes count, as in `spack config get`."""
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from climstack.config import inputs, spack
+from climstack.errors import ClimstackError
+from climstack.pins import PROJECT_ROOT
+
+SITES_DIR = PROJECT_ROOT / "site"
+#: scopes that other scopes include, not sites of their own
+SHARED_SCOPES = {"cray-ex"}
+#: the Cray PE externals whose libraries an MPI needs (what `module load` would add)
+RUNTIME_EXTERNALS = ("cray-pmi", "libfabric", "xpmem")
+
+
+def known_sites() -> list[str]:
+    return sorted(
+        p.name for p in SITES_DIR.iterdir() if p.is_dir() and p.name not in SHARED_SCOPES
+    )
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    path: Path
+
+    @functools.cached_property
+    def bind(self) -> dict:
+        """bind.yaml (not a Spack section: Spack ignores the file), defaults filled."""
+        return inputs.load_yaml(
+            self.path / "bind.yaml",
+            "bind",
+            fix=f"compare with {SITES_DIR / 'local' / 'bind.yaml'} "
+            "(schema: climstack/config/schemas/bind.json)",
+        )
+
+    @functools.cached_property
+    def packages(self) -> dict:
+        """The `packages:` section of this scope merged by Spack with what it includes and
+        with the user's scopes (`spack -C <site> config get packages`)."""
+        proc = spack.run("-C", str(self.path), "config", "get", "packages", check=False)
+        if proc.returncode != 0:
+            raise ClimstackError(
+                f"Spack cannot read the site scope {self.path}: "
+                + " ".join((proc.stderr or proc.stdout).split())[-600:],
+                fix="correct the file and key named above (`bin/climstack check` shows it)",
+            )
+        return (yaml.safe_load(proc.stdout) or {}).get("packages") or {}
+
+    def externals(self, package: str) -> list[dict]:
+        return (self.packages.get(package) or {}).get("externals") or []
+
+    def external_prefix(self, *packages: str) -> str | None:
+        """Prefix of the first external of the first of `packages` that has one."""
+        for name in packages:
+            for external in self.externals(name):
+                if external.get("prefix"):
+                    return external["prefix"]
+        return None
+
+    def external_version(self, package: str) -> str | None:
+        for external in self.externals(package):
+            return (
+                external["spec"].split("@", 1)[1].split()[0] if "@" in external["spec"] else None
+            )
+        return None
+
+    def runtime_library_dirs(self) -> list[str]:
+        """lib/ and lib64/ of the cray-pmi, libfabric and xpmem externals: the versions
+        live in packages.yaml only."""
+        prefixes = [self.external_prefix(name) for name in RUNTIME_EXTERNALS]
+        return [f"{prefix}/{lib}" for prefix in prefixes if prefix for lib in ("lib", "lib64")]
+
+
+@functools.cache
+def _site(path: Path) -> Site:
+    return Site(path.name, path)
+
+
+def get(site: "str | Site") -> Site:
+    """A site by name (a folder of site/) or by the path of a scope directory."""
+    if isinstance(site, Site):
+        return site
+    path = Path(site) if "/" in site else SITES_DIR / site
+    if not path.is_dir():
+        raise ClimstackError(
+            f"site scope {path} does not exist",
+            fix=f"name a folder of site/ ({', '.join(known_sites())}) or give "
+            "the path of a scope directory",
+        )
+    return _site(path.resolve())

@@ -1,0 +1,55 @@
+"""Run the project's pinned Spack (bin/spack) from Python: captured, or streamed with
+Spack's own progress lines for long commands (installs)."""
+
+import os
+import subprocess
+from pathlib import Path
+
+from climstack.common import process
+from climstack.pins import PROJECT_ROOT
+
+SPACK = PROJECT_ROOT / "bin" / "spack"
+
+
+def command(*args: str, env: Path | None = None) -> list[str]:
+    return [str(SPACK), *(["-e", str(env)] if env else []), *args]
+
+
+def run(
+    *args: str,
+    env: Path | None = None,
+    extra_env: dict | None = None,
+    check: bool = True,
+    timeout: int = 3600,
+    cwd: Path | None = None,
+    environ: dict | None = None,
+) -> subprocess.CompletedProcess:
+    """Run `spack [-e env] args...`, returning the completed process (text output)."""
+    argv = command(*args, env=env)
+    return process.run(
+        argv,
+        f"`spack {' '.join(argv[1:])}`",
+        check=check,
+        timeout=timeout,
+        cwd=cwd,
+        env={**(environ or os.environ), **(extra_env or {})},
+    )
+
+
+def is_progress(line: str) -> bool:
+    """Spack's per-package lines of an install: ==> Installing/Fetching, [+] installed."""
+    return line.startswith(("==> ", "[+] ", "[e] ")) or "Error" in line
+
+
+def stream(
+    *args: str, env: Path | None = None, timeout: int = 7200, environ: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Run a long Spack command, echoing its progress lines as they come."""
+    argv = command(*args, env=env)
+    return process.stream(
+        argv,
+        f"`spack {' '.join(argv[1:])}`",
+        timeout=timeout,
+        env=environ or dict(os.environ),
+        keep=is_progress,
+    )

@@ -1,0 +1,90 @@
+"""An isolated Spack instance ("centre") and the slice of the local environment that the
+buildcache round-trip test and benchmark share between two centres."""
+
+import os
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from climstack.build import environments
+from climstack.common import stamp
+from climstack.config import spack
+from climstack.pins import PROJECT_ROOT, local_externals, spack_user_cache
+
+#: the probes plus netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for
+#: byte; 4.9.0's is too, but its recipe also applies a patch downloaded from GitHub, which
+#: no mirror here holds. ~szip ~blosc ~zstd: those libraries' Debian tarballs are repacked.
+SLICE_SPECS = (*environments.definition("probes"), "netcdf-c@4.9.3 +mpi ~szip ~blosc ~zstd")
+#: Debian suites searched for the slice's sources besides the host's own
+SLICE_SUITES = ("trixie",)
+
+
+@dataclass
+class Centre:
+    """An isolated Spack instance: its own user config scope, user cache, keyring, and
+    (unless an environment's site scope says otherwise) install root."""
+
+    home: Path
+    install_root: Path | None = None
+
+    def environ(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"}
+        env.update(
+            SPACK_USER_CONFIG_PATH=str(self.home / "config"),
+            SPACK_SYSTEM_CONFIG_PATH=str(self.home / "system"),  # empty: no /etc/spack
+            SPACK_USER_CACHE_PATH=str(self.home / "cache"),
+            SPACK_GNUPGHOME=str(self.home / "gpg"),
+        )
+        return env
+
+    def setup(self) -> "Centre":
+        (self.home / "config").mkdir(parents=True, exist_ok=True)
+        (self.home / "system").mkdir(exist_ok=True)
+        # site/local finds the host's build tools at $user_cache_path/../local-externals
+        externals = self.home / "local-externals"
+        if not externals.exists() and local_externals().is_dir():
+            externals.symlink_to(local_externals())
+        config = {
+            "source_cache": str(self.home / "cache" / "source"),
+            # the repo index derives from the pinned repos only: share it (saves ~100 s)
+            "misc_cache": str(spack_user_cache() / "cache"),
+            "build_jobs": 2,
+        }
+        if self.install_root:
+            config["install_tree"] = {"root": str(self.install_root), "padded_length": 128}
+        (self.home / "config" / "config.yaml").write_text(yaml.safe_dump({"config": config}))
+        return self
+
+    def run(
+        self, *args: str, env: Path | None = None, check: bool = True, timeout: int = 3600
+    ) -> subprocess.CompletedProcess:
+        return spack.run(*args, env=env, check=check, timeout=timeout, environ=self.environ())
+
+
+def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
+    """A slice of the local environment (same stack and site scope), concretized; the
+    concretization is kept while its inputs (manifest, stack, site/local, our repo) are
+    unchanged. The host's zlib is an external: Debian repacks zlib's tarball."""
+    env_dir.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "spack": {
+            "include": [str(environments.STACK), str(PROJECT_ROOT / "site" / "local")],
+            "specs": [{"matrix": [list(specs), ["$site_arch"]]}],
+            "view": False,
+        }
+    }
+    inputs = stamp.digest(
+        yaml.safe_dump(manifest),
+        environments.STACK,
+        PROJECT_ROOT / "site" / "local",
+        PROJECT_ROOT / "repo",
+    )
+    if (env_dir / "spack.lock").is_file() and stamp.current(env_dir / ".inputs", inputs):
+        return env_dir
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
+    run("external", "find", "--not-buildable", "zlib", env=env_dir)
+    run("concretize", "--fresh", "--force", env=env_dir)
+    (env_dir / ".inputs").write_text(inputs)
+    return env_dir
