@@ -93,12 +93,52 @@ def site_of(env_dir: Path) -> str:
     return name
 
 
+SCOPE_FIX = "correct it, or delete the file (a scope needs no file for a section it leaves alone)"
+
+
+def _scope_files(path: Path, seen: set[Path]) -> list[Path]:
+    """The YAML files of an included scope (a file, or a directory of section files and
+    the scopes its include.yaml names), each once."""
+    if path in seen or not path.exists():
+        return []
+    seen.add(path)
+    if not path.is_dir():
+        return [path]
+    files = sorted(path.glob("*.yaml"))
+    include = path / "include.yaml"
+    if include.is_file():
+        entries = (inputs.parse_yaml(include, SCOPE_FIX) or {}).get("include") or []
+        for entry in entries:
+            entry = entry if isinstance(entry, str) else str((entry or {}).get("path", ""))
+            if "$" not in entry:
+                files += _scope_files((path / entry).resolve(), seen)
+    return files
+
+
+def check_scope_files(env_dir: Path) -> list[Path]:
+    """Every YAML file the environment includes parses to a mapping of config sections:
+    bad YAML, an empty file or a directory in a file's place is named before Spack runs."""
+    seen: set[Path] = set()
+    files = []
+    for entry in includes(env_dir):
+        if "$" not in entry:
+            files += _scope_files((env_dir / entry).resolve(), seen)
+    for path in files:
+        data = inputs.parse_yaml(path, SCOPE_FIX)
+        if not isinstance(data, dict) or not data:
+            found = "it is empty" if data is None else f"found {type(data).__name__}"
+            raise ClimstackError(f"{path}: expected a mapping of Spack config sections, {found}",
+                                 fix=SCOPE_FIX)
+    return files
+
+
 SECTIONS = "concretizer config definitions include mirrors modules packages repos".split()
 
 
 def check(env_dir: Path) -> str:
     """Check the environment's site exists and let Spack validate every scope it loads."""
     site = site_of(env_dir)
+    check_scope_files(env_dir)
     probe = f"[__import__('spack.config').config.get(s) for s in {SECTIONS!r}]"
     proc = spack.run("python", "-c", probe, env=env_dir, check=False)
     if proc.returncode != 0:

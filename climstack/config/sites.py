@@ -44,14 +44,32 @@ class Site:
     def packages(self) -> dict:
         """The `packages:` section of this scope merged by Spack with what it includes and
         with the user's scopes (`spack -C <site> config get packages`)."""
-        proc = spack.run("-C", str(self.path), "config", "get", "packages", check=False)
+        return (yaml.safe_load(self._spack_config("get")) or {}).get("packages") or {}
+
+    @functools.cached_property
+    def _blame(self) -> list[tuple[str, str]]:
+        """(file:line, text) of each line of the merged section (`spack config blame`)."""
+        lines = self._spack_config("blame").splitlines()
+        return [
+            (where, text.strip()) for where, _, text in (line.partition(" ") for line in lines)
+        ]
+
+    def _spack_config(self, verb: str) -> str:
+        proc = spack.run("-C", str(self.path), "config", verb, "packages", check=False)
         if proc.returncode != 0:
             raise ClimstackError(
                 f"Spack cannot read the site scope {self.path}: "
                 + " ".join((proc.stderr or proc.stdout).split())[-600:],
                 fix="correct the file and key named above (`bin/climstack check` shows it)",
             )
-        return (yaml.safe_load(proc.stdout) or {}).get("packages") or {}
+        return proc.stdout
+
+    def origin(self, prefix: str) -> str:
+        """file:line of the scope that sets this external prefix."""
+        for where, text in self._blame:
+            if text in (f"prefix: {prefix}", f"- prefix: {prefix}"):
+                return where
+        return f"site {self.name}"
 
     def externals(self, package: str) -> list[dict]:
         return (self.packages.get(package) or {}).get("externals") or []

@@ -90,11 +90,7 @@ def discover(
     if site:
         external = site.external_prefix(*MPI_EXTERNALS)
         if external:
-            return find_in_prefix(
-                external,
-                view,
-                f"the MPI external of site {site.name} " "(Spack's merged packages config)",
-            )
+            return find_in_prefix(external, view, site.origin(external))
     raise ClimstackError(
         "no host MPI found: no --prefix, no CRAY_MPICH_DIR or MPI in "
         "LD_LIBRARY_PATH, no MPI external in the site scope",
