@@ -102,6 +102,9 @@ def _scope_files(path: Path, seen: set[Path]) -> list[Path]:
     if path in seen or not path.exists():
         return []
     seen.add(path)
+    if path.suffix in (".yaml", ".yml"):
+        inputs.read_text(path, SCOPE_FIX)  # a directory in the place of a file is named
+        return [path]
     if not path.is_dir():
         return [path]
     files = sorted(path.glob("*.yaml"))
