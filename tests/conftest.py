@@ -3,6 +3,7 @@
 import json
 import os
 import shutil
+import subprocess
 
 import pytest
 
@@ -54,3 +55,29 @@ def image():
     from climstack.testing import programs
 
     return programs.probe_image()
+
+
+GIT_STATUS = pytest.StashKey[str]()
+
+
+def git_status() -> str:
+    return subprocess.run(
+        ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout
+
+
+def pytest_sessionstart(session):
+    session.config.stash[GIT_STATUS] = git_status()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No test (and no command a test runs) may change the checkout."""
+    before, after = session.config.stash.get(GIT_STATUS, ""), git_status()
+    if after != before:
+        print(f"\nthe checkout changed during the tests:\n{after}")
+        session.exitstatus = 1
+
+
+@pytest.fixture
+def git_status_at_start(request) -> str:
+    return request.config.stash[GIT_STATUS]

@@ -9,10 +9,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import needs_charliecloud
 
 from climstack import pins
+from climstack.build import containers
 from climstack.config import sites
 from climstack.run import discover, loader, verify
 from climstack.run import plan as plans
@@ -361,3 +363,59 @@ def test_exec_names_missing_mount_points_in_a_charliecloud_image(tmp_path):
         charliecloud.check_image(plan, image)
     plans.prepare_image(plan, image)
     charliecloud.check_image(plan, image)
+
+
+# --- the site's externals come from Spack's merged configuration ---------------------------
+
+
+def _site_copy(tmp_path: Path, move_mpich_to: str | None) -> Path:
+    """site/archer2 and site/cray-ex copied; cray-mpich's external moved into cray-ex (the
+    scope archer2 includes), or dropped (move_mpich_to=None)."""
+    root = tmp_path / "site"
+    for name in ("archer2", "cray-ex"):
+        shutil.copytree(pins.PROJECT_ROOT / "site" / name, root / name)
+    archer2 = yaml.safe_load((root / "archer2" / "packages.yaml").read_text())
+    mpich = archer2["packages"].pop("cray-mpich")
+    (root / "archer2" / "packages.yaml").write_text(yaml.safe_dump(archer2))
+    if move_mpich_to:
+        shared = yaml.safe_load((root / move_mpich_to / "packages.yaml").read_text())
+        shared["packages"]["cray-mpich"] = {**shared["packages"].get("cray-mpich", {}), **mpich}
+        (root / move_mpich_to / "packages.yaml").write_text(yaml.safe_dump(shared))
+    return root / "archer2"
+
+
+def test_an_external_in_an_included_scope_is_honoured_by_bind_and_check_mpi(cray_root, tmp_path):
+    site = _site_copy(tmp_path, move_mpich_to="cray-ex")
+    assert "cray-mpich" not in (site / "packages.yaml").read_text()  # only the included scope
+    plan = plans.make_plan(str(site), view=loader.View(cray_root), environ={})
+    assert plan.mpi["source"].startswith(f"{site.parent}/cray-ex/packages.yaml:")
+    assert plan.mpi["libraries"]["libmpi.so.12"].startswith("/opt/cray/pe/mpich/8.1.27/")
+    assert containers.site_cray_mpich(str(site)) == "8.1.27"
+
+
+def test_a_user_scope_external_is_honoured_by_bind_and_check_mpi(cray_root, tmp_path, monkeypatch):
+    """The site lacks cray-mpich; the user's own scope (~/.spack) declares 8.1.30."""
+    site = _site_copy(tmp_path, move_mpich_to=None)
+    root = tmp_path / "root"
+    shutil.copytree(cray_root, root, symlinks=True)
+    (root / "opt/cray/pe/mpich/8.1.30").symlink_to("8.1.27")
+    user = tmp_path / "user"
+    user.mkdir()
+    prefix = "/opt/cray/pe/mpich/8.1.30/ofi/gnu/9.1"
+    (user / "packages.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "packages": {
+                    "cray-mpich": {
+                        "externals": [{"spec": "cray-mpich@8.1.30 ~wrappers", "prefix": prefix}]
+                    }
+                }
+            }
+        )
+    )
+    monkeypatch.delenv("SPACK_DISABLE_LOCAL_CONFIG")
+    monkeypatch.setenv("SPACK_USER_CONFIG_PATH", str(user))
+    plan = plans.make_plan(str(site), view=loader.View(root), environ={})
+    assert plan.mpi["source"].startswith(f"{user}/packages.yaml:")
+    assert plan.mpi["libraries"]["libmpi.so.12"] == f"{prefix}/lib-abi-mpich/libmpi.so.12"
+    assert containers.site_cray_mpich(str(site)) == "8.1.30"
