@@ -42,3 +42,16 @@ def test_package_style(tool):
 def test_every_package_pins_a_real_version():
     info = spack.run("info", "--no-dependencies", "mpibench", env=environments.resolve("local"))
     assert "4c855b8d4d192b67dff1fbc37ec4bc82333f3c0b" in info.stdout
+
+
+@pytest.mark.parametrize("tool", [["flake8"], ["black", "--check", "--quiet"]])
+def test_project_python_style(tool):
+    """The same tools cover the tool package, the tests and the benchmarks (.flake8,
+    pyproject.toml)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", *tool, "climstack", "tests", "benchmarks"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
