@@ -1,7 +1,6 @@
 """Run the project's pinned Spack (bin/spack) from Python: captured, or streamed with
 Spack's own progress lines for long commands (installs)."""
 
-import os
 import subprocess
 from pathlib import Path
 
@@ -18,7 +17,6 @@ def command(*args: str, env: Path | None = None) -> list[str]:
 def run(
     *args: str,
     env: Path | None = None,
-    extra_env: dict | None = None,
     check: bool = True,
     timeout: int = 3600,
     cwd: Path | None = None,
@@ -26,14 +24,8 @@ def run(
 ) -> subprocess.CompletedProcess:
     """Run `spack [-e env] args...`, returning the completed process (text output)."""
     argv = command(*args, env=env)
-    return process.run(
-        argv,
-        f"`spack {' '.join(argv[1:])}`",
-        check=check,
-        timeout=timeout,
-        cwd=cwd,
-        env={**(environ or os.environ), **(extra_env or {})},
-    )
+    what = f"`spack {' '.join(argv[1:])}`"
+    return process.run(argv, what, check=check, timeout=timeout, cwd=cwd, env=environ)
 
 
 def is_progress(line: str) -> bool:
@@ -46,10 +38,5 @@ def stream(
 ) -> subprocess.CompletedProcess:
     """Run a long Spack command, echoing its progress lines as they come."""
     argv = command(*args, env=env)
-    return process.stream(
-        argv,
-        f"`spack {' '.join(argv[1:])}`",
-        timeout=timeout,
-        env=environ or dict(os.environ),
-        keep=is_progress,
-    )
+    what = f"`spack {' '.join(argv[1:])}`"
+    return process.stream(argv, what, timeout=timeout, env=environ, keep=is_progress)
