@@ -9,7 +9,7 @@ from conftest import PROJECT_ROOT
 from spython.main.parse.parsers import SingularityParser
 
 from climstack import pins
-from climstack.build import containers, environments, mpich_base
+from climstack.build import containers, environments, image, mpich_base
 from climstack.config import spack
 from climstack.errors import ClimstackError
 
@@ -47,7 +47,7 @@ def test_recipe_parses_into_build_and_final_stages(name):
         if line.startswith("clingo==")
     )
     assert f"pip install --quiet {clingo}" in post
-    assert "climstack.image_check /opt/views/view" in post and "--link-xpmem" in post
+    assert "climstack.build.image_check /opt/views/view" in post and "--link-xpmem" in post
     assert final.layer_files["build"] == [
         "/opt/climstack /opt",
         "/opt/software /opt",
@@ -77,7 +77,7 @@ def embedded(tmp_path_factory):
             env = root / "containers" / "env"
             env.mkdir(parents=True)
             (env / "spack.yaml").write_text(containers.embedded_manifest(recipe))
-            for source, target in __import__("climstack.image").image.recipe_files(recipe):
+            for source, target in image.recipe_files(recipe):
                 link = root / os.path.relpath(target, "/opt/climstack")
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(PROJECT_ROOT / source)

@@ -63,7 +63,12 @@ def test_view_executables_need_xpmem_and_use_runpath(archer2_image):
 
 def test_image_check_passes_inside_the_image(archer2_image):
     proc = ch_run(
-        archer2_image, "python3", "-m", "climstack.image_check", image.VIEW, cwd="/opt/climstack"
+        archer2_image,
+        "python3",
+        "-m",
+        "climstack.build.image_check",
+        image.VIEW,
+        cwd="/opt/climstack",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 failed" in proc.stdout
@@ -85,7 +90,7 @@ def test_executable_linked_with_rpath_is_reported(tmp_path):
         check=True,
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "climstack.image_check", str(tmp_path)],
+        [sys.executable, "-m", "climstack.build.image_check", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=Path(__file__).parent.parent,
