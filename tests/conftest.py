@@ -81,3 +81,22 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.fixture
 def git_status_at_start(request) -> str:
     return request.config.stash[GIT_STATUS]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stop_gpg_agents():
+    """`spack gpg` starts a gpg-agent per keyring the tests create: stop those at the end."""
+    before = _gpg_agent_homes()
+    yield
+    for home in _gpg_agent_homes() - before:
+        subprocess.run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], check=False)
+    assert not _gpg_agent_homes() - before, "a gpg-agent the tests started is still running"
+
+
+def _gpg_agent_homes() -> set[str]:
+    out = subprocess.run(["pgrep", "-a", "gpg-agent"], capture_output=True, text=True).stdout
+    return {
+        line.split("--homedir", 1)[1].split()[0]
+        for line in out.splitlines()
+        if "--homedir" in line
+    }
