@@ -19,6 +19,7 @@ from climstack.config import sites
 from climstack.run import discover, loader, verify
 from climstack.run import plan as plans
 from climstack.run.runtimes import apptainer, charliecloud
+from climstack.testing import cray_tree
 from climstack.testing import programs as helpers
 from climstack.errors import ClimstackError
 
@@ -230,7 +231,7 @@ def test_fabric_mode_refuses_an_older_libfabric_by_symbol_version(image, tmp_pat
 def cray_root(tmp_path_factory):
     if not shutil.which("gcc"):
         pytest.skip("needs gcc to compile the synthetic Cray libraries")
-    return helpers.cray_tree(tmp_path_factory.mktemp("cray"))
+    return cray_tree.cray_tree(tmp_path_factory.mktemp("cray"))
 
 
 def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path):
@@ -240,13 +241,13 @@ def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path
     assert plan.mpi["source"].startswith(f"{pins.PROJECT_ROOT}/site/archer2/packages.yaml:")
     assert "Cray MPICH 8.1.27.4 (ANL MPICH base 3.4a2)" == plan.mpi["version"]
     # CLE7: the file is libmpi.so.12, its SONAME libmpich_gnu_71.so.3; the link makes both work
-    assert plan.links["libmpi.so.12"] == f"{helpers.CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0"
+    assert plan.links["libmpi.so.12"] == f"{cray_tree.CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0"
     rules = {entry["name"]: entry["rule"] for entry in plan.closure}
     assert rules["libpals.so.0"] == "RUNPATH"  # from libpmi's own RUNPATH, inside the root
     assert rules["libpmi.so.0"] == "LD_LIBRARY_PATH"  # the site's library_path
     assert rules["libibverbs.so.1"] in ("ld.so.conf", "default")
     targets = {dst for _, dst in plan.binds}
-    assert f"{helpers.CRAY_MPICH}/lib" in targets
+    assert f"{cray_tree.CRAY_MPICH}/lib" in targets
     assert "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64" in targets  # via /etc/alternatives
     assert "/opt/climstack/host/usr/lib64" in targets  # system dir at the side path
     assert not targets & {"/", "/opt", "/opt/cray", "/opt/cray/pe", "/usr", "/usr/lib64"}
@@ -260,7 +261,7 @@ def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path
 
 def test_module_environment_is_preferred_to_the_site_scope(cray_root):
     view = loader.View(cray_root)
-    mpi = discover.discover(view, site="archer2", environ={"CRAY_MPICH_DIR": helpers.CRAY_MPICH})
+    mpi = discover.discover(view, site="archer2", environ={"CRAY_MPICH_DIR": cray_tree.CRAY_MPICH})
     assert mpi.source == "$CRAY_MPICH_DIR"
     assert mpi.libraries["libmpi.so.12"].endswith("lib-abi-mpich/libmpi.so.12")
 
@@ -305,7 +306,7 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
     subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
     scope = sites.get(str(site))  # Spack's merged config and bind.yaml, read while root
     assert scope.packages and scope.bind and scope.origin("/nowhere")
-    libdir = root / helpers.CRAY_MPICH.lstrip("/") / "lib"
+    libdir = root / cray_tree.CRAY_MPICH.lstrip("/") / "lib"
     libdir.chmod(0o000)
     read, write = os.pipe()
     child = os.fork()

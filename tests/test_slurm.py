@@ -12,6 +12,7 @@ import slurm_cluster
 from climstack import pins
 from climstack.run import loader, slurm
 from climstack.run import plan as plans
+from climstack.testing import cray_tree
 from climstack.testing import programs as helpers
 from climstack.errors import ClimstackError
 
@@ -97,7 +98,7 @@ def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):
 def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
     if not shutil.which("gcc"):
         pytest.skip("needs gcc for the synthetic Cray tree")
-    root = helpers.cray_tree(tmp_path / "root")
+    root = cray_tree.cray_tree(tmp_path / "root")
     # Gaea's module environment (LD_LIBRARY_PATH) points at this tree's libfabric and xpmem
     gaea_env = {
         "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64:"
@@ -105,7 +106,7 @@ def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
     }
     for site, account, prefix, environ in (
         ("archer2", "--account=[budget code]", None, {}),
-        ("gaea", "--clusters=c5", helpers.CRAY_MPICH, gaea_env),
+        ("gaea", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env),
     ):
         plan = plans.write(
             plans.make_plan(site, view=loader.View(root), prefix=prefix, environ=environ),

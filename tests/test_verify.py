@@ -12,6 +12,7 @@ from conftest import needs_charliecloud
 from climstack import pins
 from climstack.run import elf, loader, verify
 from climstack.run import plan as planner
+from climstack.testing import cray_tree
 from climstack.testing import programs as helpers
 
 pytestmark = needs_charliecloud
@@ -129,7 +130,7 @@ def test_verify_reports_where_libxpmem_comes_from(cray_app):
 def cray_app(tmp_path):
     """A synthetic Cray host and, in the same root as its image, an MPI executable linked
     against the image's libmpi.so.12 and its libxpmem.so.0 stub."""
-    root = helpers.cray_tree(tmp_path / "root")
+    root = cray_tree.cray_tree(tmp_path / "root")
     helpers._shared(root, "/opt/view/lib/libxpmem.so.0", "libxpmem.so.0")
     helpers._shared(
         root,
