@@ -131,8 +131,8 @@ def cray_app(tmp_path):
     """A synthetic Cray host and, in the same root as its image, an MPI executable linked
     against the image's libmpi.so.12 and its libxpmem.so.0 stub."""
     root = cray_tree.cray_tree(tmp_path / "root")
-    helpers._shared(root, "/opt/view/lib/libxpmem.so.0", "libxpmem.so.0")
-    helpers._shared(
+    cray_tree.shared_library(root, "/opt/view/lib/libxpmem.so.0", "libxpmem.so.0")
+    cray_tree.shared_library(
         root,
         "/opt/view/lib/libmpi.so.12",
         "libmpi.so.12",

@@ -16,7 +16,7 @@ int PMPI_Finalize(void) { return 0; }
 """
 
 
-def _shared(
+def shared_library(
     root: Path,
     path: str,
     soname: str,
@@ -59,13 +59,15 @@ def cray_tree(root: Path) -> Path:
     link to a library whose SONAME is libmpich_gnu_71.so.3, needing PMI (via
     /opt/cray/pe/lib64 links and a RUNPATH to PALS), libfabric (needing libibverbs in
     /usr/lib64) and, through the site's library_path, the real libxpmem."""
-    _shared(root, "/usr/lib64/libibverbs.so.1.14", "libibverbs.so.1")
+    shared_library(root, "/usr/lib64/libibverbs.so.1.14", "libibverbs.so.1")
     _link(root, "/usr/lib64/libibverbs.so.1", "libibverbs.so.1.14")
     fabric = "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"
-    _shared(root, f"{fabric}/libfabric.so.1.15", "libfabric.so.1", ["/usr/lib64/libibverbs.so.1"])
+    shared_library(
+        root, f"{fabric}/libfabric.so.1.15", "libfabric.so.1", ["/usr/lib64/libibverbs.so.1"]
+    )
     _link(root, f"{fabric}/libfabric.so.1", "libfabric.so.1.15")
-    _shared(root, "/opt/cray/pe/pals/1.2.4/lib/libpals.so.0", "libpals.so.0")
-    _shared(
+    shared_library(root, "/opt/cray/pe/pals/1.2.4/lib/libpals.so.0", "libpals.so.0")
+    shared_library(
         root,
         "/opt/cray/pe/pmi/6.1.12/lib/libpmi.so.0",
         "libpmi.so.0",
@@ -73,9 +75,9 @@ def cray_tree(root: Path) -> Path:
         runpath="/opt/cray/pe/pals/1.2.4/lib",
     )
     _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.12/lib/libpmi.so.0")
-    _shared(root, "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0", "libxpmem.so.0")
+    shared_library(root, "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0", "libxpmem.so.0")
     _link(root, "/etc/alternatives/cray-xpmem", "/opt/cray/xpmem/2.6.2-2.5_2.22")
-    _shared(
+    shared_library(
         root,
         f"{CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0",
         "libmpich_gnu_71.so.3",
