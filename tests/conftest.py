@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -90,6 +91,9 @@ def stop_gpg_agents():
     yield
     for home in _gpg_agent_homes() - before:
         subprocess.run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], check=False)
+    deadline = time.monotonic() + 30  # the agent exits asynchronously after --kill
+    while _gpg_agent_homes() - before and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not _gpg_agent_homes() - before, "a gpg-agent the tests started is still running"
 
 
