@@ -11,6 +11,7 @@ import sys
 from climstack.errors import ClimstackError
 
 COMMAND_MODULES = (
+    "climstack.config.drift",
     "climstack.build.environments",
     "climstack.build.smoke",
     "climstack.build.containers",

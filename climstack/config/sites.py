@@ -64,10 +64,10 @@ class Site:
             )
         return proc.stdout
 
-    def origin(self, prefix: str) -> str:
-        """file:line of the scope that sets this external prefix."""
+    def origin(self, prefix: str, key: str = "prefix") -> str:
+        """file:line of the scope that sets this external prefix (or another key's value)."""
         for where, text in self._blame:
-            if text in (f"prefix: {prefix}", f"- prefix: {prefix}"):
+            if text in (f"{key}: {prefix}", f"- {key}: {prefix}"):
                 return where
         return f"site {self.name}"
 

@@ -1,0 +1,100 @@
+"""Synthetic Cray PE trees of whole CPE releases, in the layout HPE ships: each component
+version installed under /opt/cray/pe/<component>/<version>/ with a real ELF library, a Tcl
+modulefile per version with `.version` naming the default, and /opt/cray/pe/cpe/<YY.MM>/
+with the modulerc.lua that makes that release's versions the defaults."""
+
+from pathlib import Path
+
+from climstack.config.cray_pe import COMPONENTS
+from climstack.testing.cray_tree import shared_library
+
+#: component versions per release: 23.09 as site/archer2 pins it, and a later release
+RELEASES = {
+    "23.09": {
+        "cray-mpich": "8.1.27",
+        "cray-pmi": "6.1.12",
+        "libfabric": "1.12.1.2.2.0.0",
+        "cray-libsci": "23.09.1.1",
+        "cray-hdf5-parallel": "1.12.2.7",
+        "cray-netcdf-hdf5parallel": "4.9.0.7",
+        "cce": "16.0.1",
+        "gcc": "11.2.0",
+    },
+    "24.07": {
+        "cray-mpich": "8.1.30",
+        "cray-pmi": "6.1.15",
+        "libfabric": "1.15.2.0",
+        "cray-libsci": "24.07.0",
+        "cray-hdf5-parallel": "1.14.3.1",
+        "cray-netcdf-hdf5parallel": "4.9.0.13",
+        "cce": "18.0.0",
+        "gcc": "12.2.0",
+    },
+}
+#: module -> (path below <install>/<version>, library), as site/archer2's prefixes have it
+LAYOUT = {
+    "cray-mpich": ("ofi/gnu/9.1", "lib/libmpi_gnu_91.so.12"),
+    "cray-pmi": ("", "lib/libpmi.so.0"),
+    "libfabric": ("", "lib64/libfabric.so.1"),
+    "cray-libsci": ("GNU/9.1/x86_64", "lib/libsci_gnu_82.so.5"),
+    "cray-hdf5-parallel": ("gnu/9.1", "lib/libhdf5_parallel.so.200"),
+    "cray-netcdf-hdf5parallel": ("gnu/9.1", "lib/libnetcdf_parallel.so.19"),
+    "cce": ("", "cce/x86_64/lib/libcraymath.so.1"),
+    "gcc": ("snos", "lib64/libgfortran.so.5"),
+}
+MODULES = "/opt/cray/pe/modulefiles"
+PLAIN_MODULES = ("PrgEnv-gnu/8.4.0", "PrgEnv-cray/8.4.0", "craype-network-ofi/1.0")
+
+
+def _write(root: Path, path: str, text: str) -> None:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+def install(root: Path, module: str, version: str) -> str:
+    """One component version: its library, and its modulefile; returns the prefix."""
+    component = next(c for c in COMPONENTS.values() if c.module == module)
+    below, library = LAYOUT[module]
+    prefix = "/".join(filter(None, (component.install, version, below)))
+    shared_library(root, f"{prefix}/{library}", Path(library).name)
+    _write(
+        root,
+        f"{MODULES}/{module}/{version}",
+        (
+            f"#%Module1.0\n## {module} {version}\n"
+            f"set VERSION {version}\n"
+            f"set BASE {component.install}/$VERSION\n"
+            f"setenv {component.prefix_variable} $BASE{'/' + below if below else ''}\n"
+            f"prepend-path LD_LIBRARY_PATH {prefix}/{Path(library).parent}\n"
+        ),
+    )
+    return prefix
+
+
+def cpe_tree(root: Path, releases=("23.09",), default="23.09", also=(), defaults=None) -> Path:
+    """The Cray PE of `releases` (and `also`: (module, version) pairs outside any release)
+    under root; `default` is the system's CPE, `defaults` overrides module defaults."""
+    for release in releases:
+        for module, version in RELEASES[release].items():
+            install(root, module, version)
+        _write(
+            root,
+            f"/opt/cray/pe/cpe/{release}/modulerc.lua",
+            "".join(
+                f'module_version("{m}/{v}","default")\n' for m, v in RELEASES[release].items()
+            ),
+        )
+        _write(root, f"{MODULES}/cpe/{release}", f"#%Module1.0\n## CPE {release}\n")
+    for module, version in also:
+        install(root, module, version)
+    chosen = {**RELEASES[default], **(defaults or {}), "cpe": default}
+    for module, version in chosen.items():
+        _write(
+            root, f"{MODULES}/{module}/.version", f'#%Module1.0\nset ModulesVersion "{version}"\n'
+        )
+    for module in PLAIN_MODULES:
+        _write(root, f"{MODULES}/{module}", "#%Module1.0\n")
+    shared_library(root, "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0", "libxpmem.so.0")
+    (root / "opt/cray/xpmem/default").symlink_to("2.6.2-2.5_2.22")
+    return root
