@@ -3,8 +3,10 @@ run.loader), make the bind plan (run.plan), write it, and render it for a runtim
 (run.runtimes) or run a command under it."""
 
 import argparse
+import dataclasses
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -12,13 +14,45 @@ from climstack.errors import ClimstackError
 from climstack.run import loader, plan, runtimes
 
 
+def check_arguments(args) -> None:
+    """Options that the chosen --format would ignore or cannot honour are refused."""
+    if args.format in ("env", "json") and (args.image or args.program):
+        raise ClimstackError(
+            f"--format {args.format} prints the plan and runs nothing: --image and --command "
+            "are for --format args or exec",
+            fix="drop --image/--command, or pass --format args (print) or exec (run)",
+        )
+    if args.format in ("args", "exec") and not args.image:
+        raise ClimstackError(
+            f"--format {args.format} needs --image",
+            fix="pass --image IMAGE (a .sif or an image directory)",
+        )
+    if args.format == "exec" and not args.image.exists():
+        raise ClimstackError(
+            f"--image {args.image} does not exist", fix="give the .sif or image directory"
+        )
+    if args.prepare_image and not args.prepare_image.is_dir():
+        raise ClimstackError(
+            f"--prepare-image {args.prepare_image} is not a directory: it creates mount points "
+            "in a Charliecloud image directory",
+            fix="give an unpacked image directory (ch-convert); a .sif needs no preparing, "
+            "Apptainer creates its mount points itself",
+        )
+
+
 def register(commands) -> None:
     def run(args):
+        check_arguments(args)
         view = loader.View(args.root)
         made = plan.make_plan(
             args.site, args.mode, view, args.prefix, args.fabric_prefix, runtime=args.runtime
         )
-        made = plan.write(made, args.out or plan.default_directory(made))
+        out = (args.out or plan.default_directory(made)).resolve()
+        # the renderer's bind syntax is checked before anything is written
+        renderer = runtimes.get("apptainer" if args.format == "env" else made.runtime)
+        with_links = [*made.binds, [str(out / "lib"), plan.LINKS_DIR]]
+        runtimes.check_bind_paths(dataclasses.replace(made, binds=with_links), renderer.SEPARATORS)
+        made = plan.write(made, out)
         for absent in made.absent:
             print(
                 f"climstack bind: warning: site extra absent on this host: {absent}",
@@ -32,17 +66,18 @@ def register(commands) -> None:
         elif args.format == "env":
             print(runtimes.get("apptainer").exports(made), end="")
         else:
-            if not args.image:
-                raise ClimstackError(
-                    f"--format {args.format} needs --image",
-                    fix="pass --image IMAGE (a .sif or an image directory)",
-                )
             runtime = runtimes.get(made.runtime)
             argv = runtime.exec_args(made, str(args.image), args.program or ["true"])
             if args.format == "args":
                 print(shlex.join(argv))
             else:
                 runtime.check_image(made, args.image)
+                if not shutil.which(argv[0]):
+                    raise ClimstackError(
+                        f"--format exec: `{argv[0]}` ({made.runtime}) is not on PATH",
+                        fix=f"load the {made.runtime} module, choose another --runtime, or "
+                        "use --format args and run the printed command where it exists",
+                    )
                 os.environ["USER"] = os.environ.get("USER") or "root"  # ch-run needs it
                 os.execvp(argv[0], argv)
 

@@ -36,9 +36,19 @@ class Component:
                 f"component {spec!r}: expected 'NODESxTASKS command'",
                 fix="e.g. --component '1x2 /opt/view/bin/atmos.exe'",
             ) from err
+        example = "e.g. --component '1x2 /opt/view/bin/atmos.exe'"
         if not command.strip():
-            raise ClimstackError(f"component {spec!r} has no command")
-        return cls(nodes, ntasks, shlex.split(command))
+            raise ClimstackError(f"component {spec!r} has no command", fix=example)
+        if nodes < 1 or ntasks < nodes:
+            raise ClimstackError(
+                f"component {spec!r}: {nodes} nodes and {ntasks} tasks (at least 1 node, and "
+                "a task on every node)",
+                fix=example,
+            )
+        try:
+            return cls(nodes, ntasks, shlex.split(command))
+        except ValueError as err:  # an unclosed quote
+            raise ClimstackError(f"component {spec!r}: {err}", fix=example) from err
 
 
 def script(
@@ -109,7 +119,12 @@ def register(commands) -> None:
     def run(args):
         plan = Plan.load(args.plan)
         if args.component and args.program:
-            raise ClimstackError("give either --component (repeated) or --command")
+            raise ClimstackError(
+                "--component and --command both given: a job runs either one command or "
+                "heterogeneous components",
+                fix="--command PROG ARGS for one component, or repeat --component "
+                "'NODESxTASKS PROG ARGS' and put each command in it",
+            )
         components = [Component.parse(c) for c in args.component] or [
             Component(args.nodes, args.ntasks, args.program)
         ]
