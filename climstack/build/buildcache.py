@@ -11,6 +11,7 @@ as in the tests and benchmark).
 """
 
 import json
+import os
 import shutil
 import socket
 import tempfile
@@ -43,17 +44,36 @@ def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
 def gpg_create(name: str, email: str, public: Path, secret: Path | None = None,
                run=spack.run) -> None:
     """Create the centre's signing key; export the public half (and the secret, to back up)."""
+    for path in filter(None, (public, secret)):  # checked before a key exists
+        writable_destination(path, mkdir=True)
     args = [*GPG, "gpg", "create", "--comment", "climstack buildcache signing key",
             "--export", str(public)]
     if secret:
         args += ["--export-secret", str(secret)]
-    public.parent.mkdir(parents=True, exist_ok=True)
     run(*args, name, email)
     if secret:
         secret.chmod(0o600)
 
 
+def writable_destination(path: Path, mkdir: bool = False) -> None:
+    """Refuse a key file destination that cannot be written, before `spack gpg` runs."""
+    parent, what = path.parent, ""
+    if mkdir and not parent.exists():
+        try:
+            parent.mkdir(parents=True)
+        except OSError as err:
+            what = f"its directory {parent} cannot be created ({err.strerror})"
+    if path.is_dir():
+        what = "it is a directory"
+    elif not what and not (parent.is_dir() and os.access(parent, os.W_OK)):
+        what = f"its directory {parent} does not exist or is not writable"
+    if what:
+        raise ClimstackError(f"cannot write the key file {path}: {what}",
+                             fix="give a file path in an existing, writable directory")
+
+
 def gpg_export(dest: Path, secret: bool = False, run=spack.run) -> None:
+    writable_destination(dest)
     run(*GPG, "gpg", "export", *(["--secret"] if secret else []), str(dest))
 
 
@@ -125,17 +145,33 @@ def mirror_add(url: str, unsigned: bool = False, env: Path | None = None, run=sp
 
 # --- push, install, list ----------------------------------------------------------------
 
-def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False,
-         force: bool = False, run=spack.run) -> str:
-    """Push the environment's installed specs (and runtime deps) signed, then reindex."""
+def check_signing_key(unsigned: bool, run=spack.run) -> None:
     if not unsigned and not gpg_fingerprints(run):
         raise ClimstackError("no signing key in this Spack's keyring",
                              fix="`climstack buildcache key create NAME EMAIL`, or import the "
                              "centre's key with `spack gpg trust SECRET.key`; or --unsigned")
+
+
+def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False,
+         force: bool = False, run=spack.run) -> str:
+    """Push the environment's installed specs (and runtime deps) signed, then reindex."""
+    local = url.startswith("file://")
+    if not local:
+        check_reachable(url)  # the scheme and the network, before the keyring
+    check_signing_key(unsigned, run)
+    if local:  # a new filesystem cache is simply created
+        path = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
+        path.mkdir(parents=True, exist_ok=True)
     args = [*GPG, "buildcache", "push", "--update-index", "--fail-fast"]
     args += ["--unsigned"] if unsigned else ["--signed"] + (["--key", key] if key else [])
     args += ["--force"] if force else []  # replace tarballs already in the cache
-    return run(*args, url, env=env_dir).stdout
+    proc = run(*args, url, env=env_dir, check=False)
+    if proc.returncode != 0:
+        raise ClimstackError(f"pushing {env_dir} to {url} failed:\n"
+                             + (proc.stderr.strip() or proc.stdout.strip())[-2000:],
+                             fix=f"install it first (`spack -e {env_dir} install`); a signing "
+                             "key must be trusted (`spack gpg list --signing`)")
+    return proc.stdout
 
 
 def tarball_of(cache_dir: Path, name: str) -> Path:
@@ -164,8 +200,8 @@ def lock_roots(lock: Path) -> list[str]:
 def env_from_lock(lock: Path, env_dir: Path) -> Path:
     """An environment holding exactly the building centre's concrete specs (its lockfile),
     with our package repo (stack.yaml) but no site scope: nothing is concretized again."""
+    specs = lock_roots(lock)  # refused before anything is written
     env_dir.mkdir(parents=True, exist_ok=True)
-    specs = lock_roots(lock)
     manifest = {"spack": {"include": [str(environments.STACK)], "specs": specs, "view": False}}
     (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
     shutil.copyfile(lock, env_dir / "spack.lock")
@@ -268,13 +304,8 @@ def register(commands) -> None:
     trust.set_defaults(run=lambda a: gpg_trust(Path(a.keyfile)))
 
     def run_push(args):
-        url = mirror_url(args.mirror)
-        if url.startswith("file://"):  # a new filesystem cache is simply created
-            path = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
-            path.mkdir(parents=True, exist_ok=True)
-        check_reachable(url)
-        print(push(environments.resolve(args.environment), url, args.key, args.unsigned,
-                   args.force), end="")
+        env_dir, url = environments.resolve(args.environment), mirror_url(args.mirror)
+        print(push(env_dir, url, args.key, args.unsigned, args.force), end="")
 
     push_cmd = actions.add_parser("push", help="push an environment's installed specs, signed, "
                                   "and update the cache's index")

@@ -109,7 +109,7 @@ class DebianSources:
     def write_sources(self) -> Path:
         """deb-src entries for every `deb` entry of the host's apt sources."""
         entries = []
-        for uris, suites, components, signed_by in host_deb_entries():
+        for uris, suites, components, signed_by, trusted in host_deb_entries():
             suites = suites.split()
             if any("-" not in suite for suite in suites):  # the main archive, not -security
                 suites = list(dict.fromkeys(suites + list(self.extra_suites)))
@@ -117,6 +117,8 @@ class DebianSources:
                       "Components": components}
             if signed_by:
                 fields["Signed-By"] = signed_by
+            if trusted:  # a local, unsigned archive the host already trusts
+                fields["Trusted"] = trusted
             entries.append("\n".join(f"{key}: {value}" for key, value in fields.items()))
         if not entries:
             raise ClimstackError(f"no `deb` entries in {' or '.join(map(str, APT_SOURCES))}",
@@ -168,14 +170,25 @@ class DebianSources:
                                  f"{filename} (sources {self.sources_file})",
                                  fix="run `apt-get update` with those sources again")
         target = into / filename
-        process.run(["/usr/lib/apt/apt-helper", *self._options(), "download-file", uris[0],
-                     target, f"SHA256:{sha256}"], f"downloading {uris[0]}", timeout=1800,
-                    fix="check that the Debian mirror is reachable")
+        proc = process.run(["/usr/lib/apt/apt-helper", *self._options(), "download-file",
+                            uris[0], target, f"SHA256:{sha256}"], f"downloading {uris[0]}",
+                           timeout=1800, check=False)
+        if "Hash Sum mismatch" in proc.stdout + proc.stderr:
+            raise ClimstackError(f"{uris[0]} ({package} {version}) does not have the sha256 "
+                                 f"{sha256} that its Sources index and Spack's recipe give; "
+                                 "nothing was added to the mirror",
+                                 fix="re-run to download again; if it persists, the Debian "
+                                 "mirror is corrupt: use another. Never disable Spack's checksums")
+        if proc.returncode != 0:
+            raise ClimstackError(f"downloading {uris[0]} failed (exit {proc.returncode}):\n"
+                                 + (proc.stderr or proc.stdout).strip()[-2000:],
+                                 fix="check that the Debian mirror is reachable")
         return target
 
 
-def host_deb_entries() -> list[tuple[str, str, str, str]]:
-    """(URIs, Suites, Components, Signed-By) of each `deb` entry in the host's apt sources."""
+def host_deb_entries() -> list[tuple[str, str, str, str, str]]:
+    """(URIs, Suites, Components, Signed-By, Trusted) of each `deb` entry in the host's apt
+    sources."""
     entries = []
     files = [APT_SOURCES[0]] + sorted(APT_SOURCES[1].glob("*.list")) + sorted(
         APT_SOURCES[1].glob("*.sources"))
@@ -191,12 +204,15 @@ def host_deb_entries() -> list[tuple[str, str, str, str]]:
                 enabled = fields.get("Enabled", "yes") != "no"
                 if "deb" in fields.get("Types", "").split() and enabled:
                     entries.append((fields.get("URIs", ""), fields.get("Suites", ""),
-                                    fields.get("Components", ""), fields.get("Signed-By", "")))
+                                    fields.get("Components", ""), fields.get("Signed-By", ""),
+                                    fields.get("Trusted", "")))
         else:  # one-line format: deb [options] uri suite components...
             for match in ONE_LINE.finditer(text):
                 options, uri, suite, components = match.groups()
                 signed = re.search(r"signed-by=(\S+)", options or "")
-                entries.append((uri, suite, components.strip(), signed[1] if signed else ""))
+                trusted = re.search(r"trusted=(\S+)", options or "")
+                entries.append((uri, suite, components.strip(), signed[1] if signed else "",
+                                trusted[1] if trusted else ""))
     return entries
 
 
@@ -261,14 +277,26 @@ def fill_from_debian(env_dir: Path, mirror_dir: Path, debian: DebianSources | No
     return report
 
 
+def checked(environment: str, mirror: str) -> tuple[Path, Path]:
+    """The environment (concretized: an unconcretized one would mirror nothing, silently)
+    and the mirror directory (a directory or not there yet)."""
+    env_dir, mirror_dir = environments.resolve(environment), Path(mirror).resolve()
+    if not (env_dir / "spack.lock").is_file():
+        raise ClimstackError(f"{env_dir} is not concretized (no spack.lock): there is nothing "
+                             "to mirror yet", fix=f"`climstack concretize {environment}` first")
+    if mirror_dir.exists() and not mirror_dir.is_dir():
+        raise ClimstackError(f"mirror {mirror_dir} is a file, not a directory",
+                             fix="give a directory (it is created when missing)")
+    return env_dir, mirror_dir
+
+
 def register(commands) -> None:
     def run_create(args):
-        print(create(environments.resolve(args.environment), Path(args.mirror).resolve()), end="")
+        print(create(*checked(args.environment, args.mirror)), end="")
 
     def run_fill(args):
         debian = DebianSources(suites=tuple(args.suite))
-        report = fill_from_debian(environments.resolve(args.environment),
-                                  Path(args.mirror).resolve(), debian)
+        report = fill_from_debian(*checked(args.environment, args.mirror), debian)
         for spec, outcome in sorted(report.items()):
             print(f"{spec}: {outcome}")
         print(f"deb-src entries: {debian.sources_file}")
