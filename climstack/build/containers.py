@@ -128,6 +128,7 @@ def register(commands) -> None:
     def run_check_mpi(args):
         for name in args.environments or container_environments():
             env_dir = environments.resolve(name)
+            target_site(env_dir)  # a container environment, before the slow part
             environments.concretize(env_dir)
             mpich = check_mpi(env_dir)
             print(f"{name}: mpich@{mpich['version']} can be replaced by "

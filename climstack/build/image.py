@@ -102,6 +102,13 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
     stamp_file = destination / "opt" / "climstack" / "image-inputs.sha256"
     if not force and stamp.current(stamp_file, stamp_value):
         return destination
+    if destination.exists() and not stamp_file.is_file() and (
+        not destination.is_dir() or any(destination.iterdir())
+    ):  # replacing it would delete whatever it is
+        raise ClimstackError(
+            f"{destination} exists and is not an image this command built (no {stamp_file})",
+            fix="give a new or empty directory, or remove that one yourself",
+        )
 
     def fill(work: Path):
         with progress.step("unpacking the Debian 12 base and the recipe's %files"):
