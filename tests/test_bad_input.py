@@ -8,10 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 from conftest import PROJECT_ROOT
 
-from climstack.run import plan as plans
 
 CLIMSTACK = str(PROJECT_ROOT / "bin" / "climstack")
 
@@ -142,144 +140,66 @@ def test_image_refuses_to_replace_a_directory_it_did_not_build(tmp_path):
     assert precious.read_text() == "keep me"
 
 
-# --- bind --------------------------------------------------------------------------------
-
-
-def site_copy(tmp_path: Path, drop_bind_yaml=False, drop_mpi=False) -> Path:
-    site = tmp_path / "site" / "local"
-    shutil.copytree(PROJECT_ROOT / "site" / "local", site)
-    if drop_bind_yaml:
-        (site / "bind.yaml").unlink()
-    if drop_mpi:  # the site's MPI external, the last place discovery looks
-        packages = yaml.safe_load((site / "packages.yaml").read_text())
-        del packages["packages"]["mpich"]
-        (site / "packages.yaml").write_text(yaml.safe_dump(packages))
-    return site
-
-
-def test_bind_unknown_site():
-    refused("bind", "archer3", wrong=["site/archer3 does not exist"], fix=["archer2, "])
-
-
-def test_bind_site_without_bind_yaml(tmp_path):
-    site = site_copy(tmp_path, drop_bind_yaml=True)
-    refused("bind", site, wrong=[f"{site}/bind.yaml does not exist"], fix=["site/local/bind.yaml"])
-
-
-def test_bind_without_any_host_mpi(tmp_path):
-    site = site_copy(tmp_path, drop_mpi=True)
-    out = tmp_path / "plan"
-    refused("bind", site, "--out", out, wrong=["no host MPI found"], fix=["--prefix"])
-    assert not out.exists()
-    refused("bind", site, "--prefix", tmp_path, wrong=["no libmpi.so.12 or libmpich.so.12 under"])
-    ok = climstack("bind", site, "--prefix", "/usr", "--out", out)  # the control
-    assert ok.returncode == 0 and "APPTAINER_BIND" in ok.stdout, ok.stderr
-
-
-@pytest.mark.parametrize(
-    "directory, args, separators",
-    [
-        ("plan:1", ["--format", "env"], "',:'"),  # Apptainer's exports
-        ("plan,1", ["--format", "env"], "',:'"),  # Apptainer's --bind list separator
-        ("plan:1", ["--format", "json"], "':'"),  # the site's runtime: Charliecloud
-    ],
-)
-def test_bind_refuses_paths_the_runtime_cannot_express(tmp_path, directory, args, separators):
-    out = tmp_path / directory
-    refused(
-        "bind",
-        "local",
-        "--out",
-        out,
-        *args,
-        wrong=[f"{out}/lib", f"contains one of {separators}"],
-        fix=["without them"],
-    )
-    assert not out.exists()  # refused before anything is written
-
-
-def test_bind_comma_is_fine_for_charliecloud(tmp_path):
-    """The control: Charliecloud binds one path per option, so a comma is no separator."""
-    ok = climstack("bind", "local", "--out", tmp_path / "plan,1", "--format", "json")
-    assert ok.returncode == 0, ok.stderr
-    assert plans.Plan.load(tmp_path / "plan,1").runtime == "charliecloud"
-
-
-@pytest.mark.parametrize(
-    "args, wrong, fix",
-    [
-        (["--format", "json", "--image", "x.sif"], "--format json prints the plan", "exec"),
-        (["--format", "env", "--command", "true"], "--format env prints the plan", "args"),
-        (["--format", "args"], "--format args needs --image", "--image IMAGE"),
-        (["--format", "exec", "--image", "/nonexistent/x.sif"], "does not exist", ".sif"),
-        (["--prepare-image", "/nonexistent/image"], "is not a directory", "ch-convert"),
-    ],
-)
-def test_bind_format_and_image_options(tmp_path, args, wrong, fix):
-    out = tmp_path / "plan"
-    refused("bind", "local", "--out", out, *args, wrong=[wrong], fix=[fix])
-    assert not out.exists()
-
-
-def test_bind_exec_names_missing_mount_points_and_a_missing_runtime(tmp_path):
-    image = tmp_path / "image"
-    (image / "opt").mkdir(parents=True)
-    out = ["--out", tmp_path / "plan", "--format", "exec", "--image", image]
-    refused("bind", "local", *out, wrong=["lacks the mount points"], fix=["--prepare-image"])
-    path = ":".join(p for p in os.environ["PATH"].split(":") if not Path(p, "apptainer").exists())
-    refused(
-        "bind",
-        "local",
-        *out,
-        "--runtime",
-        "apptainer",
-        env={"PATH": path},
-        wrong=["`apptainer` (apptainer) is not on PATH"],
-        fix=["--format args"],
-    )
-
-
-def test_bind_prepare_image_refuses_a_file(tmp_path):
-    sif = tmp_path / "app.sif"
-    sif.write_bytes(b"SIF")
-    refused("bind", "local", "--prepare-image", sif, wrong=["not a directory"], fix=[".sif"])
-
-
-# --- slurm -------------------------------------------------------------------------------
+# --- buildcache, source-mirror -----------------------------------------------------------
 
 
 @pytest.fixture
-def plan_dir(tmp_path) -> Path:
-    return Path(plans.write(plans.make_plan("local", environ={}), tmp_path / "plan").directory)
+def keyring(tmp_path):
+    """An empty Spack keyring of the test's own; the gpg-agent it starts is stopped."""
+    home = tmp_path / "gpg"
+    home.mkdir(mode=0o700)
+    yield {"SPACK_GNUPGHOME": str(home)}
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "gpg-agent"], check=False)
 
 
-def slurm(plan_dir, *args) -> list:
-    return ["slurm", "local", "--plan", plan_dir, "--image", "app.sif", "--no-verify", *args]
+def test_buildcache_key_files_missing_or_unwritable(tmp_path, keyring):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    public = blocker / "keys" / "centre.pub"
+    create = ("buildcache", "key", "create", "A", "a@x.invalid", "--public", public)
+    refused(*create, env=keyring, wrong=[f"key file {public}", "cannot be created"], fix=["path"])
+    assert not list(Path(keyring["SPACK_GNUPGHOME"]).iterdir()), "a key was made anyway"
+    dest = tmp_path / "nonexistent" / "centre.pub"
+    export = ("buildcache", "key", "export", dest)
+    refused(*export, env=keyring, wrong=[f"{dest.parent} does not exist"], fix=["existing"])
+    trust = ("buildcache", "key", "trust", tmp_path / "other.pub")
+    refused(*trust, env=keyring, wrong=["no key file"], fix=["key export"])
 
 
-@pytest.mark.parametrize(
-    "component, wrong",
-    [
-        ("2 /bin/true", "expected 'NODESxTASKS command'"),
-        ("1xa /bin/true", "expected 'NODESxTASKS command'"),
-        ("1x2", "has no command"),
-        ("0x2 /bin/true", "0 nodes and 2 tasks"),
-        ("2x1 /bin/true", "2 nodes and 1 tasks"),
-        ("1x1 '/bin/true", "No closing quotation"),
-    ],
-)
-def test_slurm_component_parse_errors(plan_dir, component, wrong):
-    refused(*slurm(plan_dir, "--component", component), wrong=[wrong], fix=["--component '1x2"])
+def test_buildcache_push_without_a_signing_key(tmp_path, keyring):
+    cache = tmp_path / "cache"
+    push = ("buildcache", "push", "local", cache)
+    refused(*push, env=keyring, wrong=["no signing key"], fix=["key create", "--unsigned"])
+    assert not cache.exists()
 
 
-def test_slurm_component_and_command_together(plan_dir, tmp_path):
-    job = tmp_path / "job.sh"
-    args = slurm(plan_dir, "--output", job, "--component", "1x1 /bin/true", "--command", "true")
-    refused(*args, wrong=["--component and --command both given"], fix=["--command PROG"])
-    assert not job.exists()
-    ok = climstack(*slurm(plan_dir, "--output", job, "--component", "1x1 /bin/true"))
-    assert ok.returncode == 0 and "srun --mpi=pmi2" in job.read_text(), ok.stderr
+@pytest.mark.parametrize("verb", ["push", "install", "list"])
+def test_buildcache_unsupported_url_scheme(tmp_path, verb):
+    url = "ftp://mirror.invalid/cache"
+    args = {
+        "push": ("local", url),
+        "install": (tmp_path / "spack.lock", url, "--into", tmp_path / "env"),
+        "list": (url,),
+    }[verb]
+    refused("buildcache", verb, *args, wrong=[f"{url}: unsupported URL scheme 'ftp'"], fix=["oci"])
 
 
-def test_slurm_without_a_command(plan_dir):
-    refused(*slurm(plan_dir), wrong=["no command to run"], fix=["--component 'NODESxTASKS"])
+def test_buildcache_install_refuses_a_file_that_is_no_lockfile(tmp_path):
+    (tmp_path / "cache").mkdir()
+    for text in ("not json", '{"roots": "x"}'):
+        lock = tmp_path / "spack.lock"
+        lock.write_text(text)
+        args = ("buildcache", "install", lock, tmp_path / "cache", "--into", tmp_path / "env")
+        refused(*args, wrong=[f"{lock} is not a Spack lockfile"], fix=["spack.lock"])
+        assert not (tmp_path / "env").exists()
+
+
+@pytest.mark.parametrize("action", ["create", "fill-debian"])
+def test_source_mirror_refuses_an_unconcretized_environment_and_a_file(tmp_path, action):
+    env = env_dir(tmp_path, STACK + "  - ../../site/local\n  specs: [zlib]\n")
+    mirror = tmp_path / "mirror"
+    refused("source-mirror", action, env, mirror, wrong=["not concretized"], fix=["concretize"])
+    assert not mirror.exists()
+    (env / "spack.lock").write_text("{}")  # the check reads no further than its presence
+    mirror.write_text("a file")
+    refused("source-mirror", action, env, mirror, wrong=[f"{mirror} is a file"], fix=["directory"])

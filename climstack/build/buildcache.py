@@ -191,7 +191,7 @@ def tarball_of(cache_dir: Path, name: str) -> Path:
 def lock_roots(lock: Path) -> list[str]:
     try:
         return [root["spec"] for root in json.loads(lock.read_text())["roots"]]
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, TypeError) as err:
         raise ClimstackError(f"{lock} is not a Spack lockfile ({err})",
                              fix="pass the spack.lock of the environment the building centre "
                              "pushed") from err
