@@ -149,7 +149,8 @@ def test_lmod_modulefiles_and_default_links(tmp_path):
     lmod = tmp_path / "opt/cray/pe/lmod/modulefiles/mpi/gnu/12.0/ofi/1.0/cray-mpich"
     lmod.mkdir(parents=True)
     (lmod / "8.1.30.lua").write_text(
-        'local base = "/opt/cray/pe/mpich/8.1.30"\nsetenv("CRAY_MPICH_DIR", base .. "/ofi/gnu/12.3")\n'
+        'local base = "/opt/cray/pe/mpich/8.1.30"\n'
+        'setenv("CRAY_MPICH_DIR", base .. "/ofi/gnu/12.3")\n'
     )
     (lmod / "default").symlink_to("8.1.30.lua")
     pe = cray_pe.CrayPe(tmp_path)
