@@ -1,13 +1,17 @@
 """Fast checks around buildcache sharing: no secret key in git, the site mirrors validate
 with Spack's schema and show both shapes, deb-src entries follow the host's apt sources."""
 
+import shutil
 import subprocess
 
+import pytest
 import yaml
 
 from climstack.build import buildcache as bc
 from climstack.build import environments
 from climstack.build import source_mirror as sm
+from climstack.config import spack
+from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
 
 
@@ -43,9 +47,32 @@ def site_mirrors(site: str) -> dict:
     return yaml.safe_load((PROJECT_ROOT / "site" / site / "mirrors.yaml").read_text())["mirrors"]
 
 
-def test_site_mirrors_validate_with_spacks_schema():
+def test_site_mirrors_validate_and_are_what_spack_uses():
+    """Each site's mirrors.yaml passes Spack's schema and is the mirrors config Spack merges
+    for the site's environment (not shadowed, not left out of the scope)."""
     for site in ("local", "archer2", "gaea"):
-        assert environments.check(environments.resolve(site)) == site
+        env = environments.resolve(site)
+        environments.check(env)
+        merged = yaml.safe_load(spack.run("config", "get", "mirrors", env=env).stdout)
+        assert set(site_mirrors(site)) <= set(merged["mirrors"]), (site, merged)
+
+
+def test_a_bad_mirror_entry_is_refused_naming_the_file(tmp_path):
+    """The control: the same check refuses a mirrors.yaml Spack's schema rejects."""
+    site = tmp_path / "site" / "local"
+    shutil.copytree(PROJECT_ROOT / "site" / "local", site)
+    mirrors = site / "mirrors.yaml"
+    text = mirrors.read_text()
+    assert "signed: true" in text
+    mirrors.write_text(text.replace("signed: true", "signed: perhaps", 1))
+    env = tmp_path / "env"
+    env.mkdir()
+    (env / "spack.yaml").write_text(
+        yaml.safe_dump({"spack": {"include": [str(environments.STACK), str(site)]}})
+    )
+    with pytest.raises(ClimstackError) as error:
+        environments.check(env)
+    assert str(mirrors) in str(error.value) and "perhaps" in str(error.value)
 
 
 def test_site_mirrors_show_the_filesystem_and_the_oci_shape():

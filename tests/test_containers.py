@@ -97,8 +97,19 @@ def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
     (mpich,) = [n for n in nodes if n["name"] == "mpich"]
     site = containers.target_site(environments.resolve(name))
     mpich_base.check_container_mpich(mpich["version"], containers.site_cray_mpich(site), name)
+    # the labels are written by hand: they must tell the truth about the concretized image
+    # and the site scope (a cray-mpich update in site/ without the label's fails here)
     manifest = yaml.safe_load((environments.resolve(name) / "spack.yaml").read_text())
-    assert manifest["spack"]["packages"]["mpich"]["require"] == [f"@{mpich['version']}"]
+    labels = manifest["spack"]["container"]["labels"]
+    cray_mpich = containers.site_cray_mpich(site)
+    assert labels["org.climstack.mpi-abi"].endswith(f"by cray-mpich {cray_mpich}"), labels
+    base = mpich_base.base_of(cray_mpich)[0]
+    assert labels["org.climstack.mpich-base"].startswith(f"ANL MPICH {base} "), labels
+    assert labels["org.climstack.mpich-base"].endswith(f"image MPICH {mpich['version']}")
+    assert labels["org.climstack.spack-commit"] == pins.SPACK.commit
+    assert labels["org.climstack.spack-packages"] == pins.SPACK_PACKAGES.tag
+    clingo = (PROJECT_ROOT / "requirements.txt").read_text().split("clingo==")[1].split()[0]
+    assert labels["org.climstack.clingo"] == clingo
     variants = mpich["parameters"]
     assert (variants["device"], variants["netmod"], variants["pmi"]) == ("ch4", "ofi", "pmi2")
     assert variants["wrapperrpath"] is False
