@@ -149,7 +149,10 @@ def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_
     without = plans.Plan(**{**plan.__dict__, "env": {}})
     failed = probe(without, image, helpers.debian_mpich())
     assert failed.returncode != 0 and "Shared memory error" in failed.stdout + failed.stderr
-    assert probe(plan, image, helpers.debian_mpich()).returncode == 0
+    ok = probe(plan, image, helpers.debian_mpich())
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert "library: MPICH Version:\t4.0.2" in ok.stdout and "ranks: 2" in ok.stdout
+    assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in ok.stdout
 
 
 @needs_charliecloud
@@ -245,18 +248,52 @@ def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path
     rules = {entry["name"]: entry["rule"] for entry in plan.closure}
     assert rules["libpals.so.0"] == "RUNPATH"  # from libpmi's own RUNPATH, inside the root
     assert rules["libpmi.so.0"] == "LD_LIBRARY_PATH"  # the site's library_path
-    assert rules["libibverbs.so.1"] in ("ld.so.conf", "default")
+    # a site extra that a library of the closure needs is listed with who needs it
+    assert rules["libibverbs.so.1"] == "LD_LIBRARY_PATH"
+    assert rules["libmunge.so.2"] == "bind.yaml"  # nothing in the closure needs it
     targets = {dst for _, dst in plan.binds}
     assert f"{cray_tree.CRAY_MPICH}/lib" in targets
-    assert "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64" in targets  # via /etc/alternatives
+    assert "/opt/xpmem/lib64" in targets  # today's published XPMEM path, searched first
     assert "/opt/climstack/host/usr/lib64" in targets  # system dir at the side path
     assert not targets & {"/", "/opt", "/opt/cray", "/opt/cray/pe", "/usr", "/usr/lib64"}
     for src, dst in plan.binds:
         assert src.startswith(str(cray_root)) or src == str(tmp_path / "lib"), src
-    # the site's extras that this root lacks are named
-    assert any("/var/spool/slurmd/mpi_cray_shasta" in a for a in plan.absent)
-    assert "/dev/xpmem" in plan.absent
-    assert "xpmem" in plan.links["libxpmem.so.0"]
+    # what the ARCHER2 container guide binds by hand is in the plan
+    for extra in (
+        "/var/spool",
+        "/run/munge/munge.socket.2",
+        "/etc/host.conf",
+        "/etc/resolv.conf",
+        "/etc/libnl/classid",
+        "/etc/libibverbs.d/mlx5.driver",
+    ):
+        assert extra in targets, extra
+    for name in (
+        "libgfortran.so.5",
+        "libatomic.so.1",
+        "liblustreapi.so",
+        "libmunge.so.2",
+        "libjansson.so.4",
+        "libnl-genl-3.so.200",
+        "librdmacm.so.1",
+    ):
+        assert name in plan.links, name
+    assert plan.links["libgfortran.so.5"] == "/opt/cray/pe/gcc-libs/libgfortran.so.5"
+    assert plan.links["libibverbs"].endswith("/usr/lib64/libibverbs")  # mlx5 driver plugins
+    assert "/opt/cray/pe/mpich/8.1.27/gtl/lib" not in targets  # GPU transport: CPU nodes
+    assert plan.runtime == "singularity" and plan.absent == ["/dev/xpmem"]
+
+
+@pytest.mark.parametrize("layout", [("legacy",), ("current",)])
+def test_either_published_xpmem_path_is_found(tmp_path, layout):
+    """/opt/xpmem/lib64 (today's guide) or /opt/cray/xpmem/default/lib64 (ldd, 22.12)."""
+    root = cray_tree.cray_tree(tmp_path / "root", xpmem=layout)
+    plan = plans.make_plan("archer2", view=loader.View(root), environ={})
+    expected = {
+        "legacy": "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0",
+        "current": "/opt/xpmem/lib64/libxpmem.so.0",
+    }[layout[0]]
+    assert plan.links["libxpmem.so.0"] == expected
 
 
 def test_module_environment_is_preferred_to_the_site_scope(cray_root):
@@ -350,7 +387,7 @@ def test_cli_writes_the_plan_and_warns_about_absent_extras(cray_root, tmp_path):
         env={**os.environ, "LD_LIBRARY_PATH": ""},
     )
     assert proc.returncode == 0, proc.stderr
-    assert "site extra absent on this host: /var/spool/slurmd/mpi_cray_shasta" in proc.stderr
+    assert "site extra absent on this host: /dev/xpmem" in proc.stderr
     assert "export APPTAINERENV_LD_LIBRARY_PATH=/opt/climstack/bind/lib" in proc.stdout
     assert (tmp_path / "lib" / "libmpi.so.12").is_symlink()
 

@@ -22,11 +22,16 @@ def setup(**env):
 
 def test_warm_cache_needs_no_network():
     # Unreachable URLs prove the cached clones are reused, not fetched again.
+    clones = [pins.spack_root(), pins.cache_dir() / pins.SPACK_PACKAGES.cache_name]
+    before = [os.stat(path).st_ino for path in clones]  # a new clone is a new directory
     proc = setup(
         CLIMSTACK_SPACK_GIT="https://unreachable.invalid/spack.git",
         CLIMSTACK_SPACK_PACKAGES_GIT="https://unreachable.invalid/packages.git",
     )
     assert proc.returncode == 0, proc.stderr
+    assert "cloning" not in proc.stderr and "unreachable.invalid" not in proc.stderr
+    assert f"setup: Spack {pins.SPACK_VERSION} at {pins.spack_root()}" in proc.stderr
+    assert [os.stat(path).st_ino for path in clones] == before
 
 
 def test_spack_reports_the_pinned_version():

@@ -95,7 +95,7 @@ def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):
         )
 
 
-def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
+def test_cray_site_scripts_use_cray_shasta_and_the_sites_runtime(tmp_path):
     if not shutil.which("gcc"):
         pytest.skip("needs gcc for the synthetic Cray tree")
     root = cray_tree.cray_tree(tmp_path / "root")
@@ -104,9 +104,9 @@ def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
         "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64:"
         "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64"
     }
-    for site, account, prefix, environ in (
-        ("archer2", "--account=[budget code]", None, {}),
-        ("gaea", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env),
+    for site, account, prefix, environ, runtime in (
+        ("archer2", "--account=[budget code]", None, {}, "singularity"),
+        ("gaea", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env, "apptainer"),
     ):
         plan = plans.write(
             plans.make_plan(site, view=loader.View(root), prefix=prefix, environ=environ),
@@ -123,12 +123,18 @@ def test_cray_site_scripts_use_cray_shasta_and_apptainer(tmp_path):
         )
         assert (
             "srun --mpi=cray_shasta --cpu-bind=cores --nodes=2 --ntasks=256 "
-            "--het-group=0 apptainer exec /work/n02/app.sif /opt/view/bin/atmos" in text
+            f"--het-group=0 {runtime} exec /work/n02/app.sif /opt/view/bin/atmos" in text
         )
         assert ": --mpi=cray_shasta" in text and f"#SBATCH {account}" in text
-        assert (
-            "export APPTAINER_BIND=" in text and "export SINGULARITYENV_LD_LIBRARY_PATH=" in text
-        )
+        assert "export SINGULARITY_BIND=" in text
+        assert "export SINGULARITYENV_LD_LIBRARY_PATH=/opt/climstack/bind/lib" in text
+        # SingularityCE (ARCHER2) reads no APPTAINER* variables; Apptainer reads both
+        assert ("export APPTAINER_BIND=" in text) == (runtime == "apptainer")
+        if site == "archer2":  # the published job script's setup, in order
+            assert (
+                "module load cray-mpich-abi\nexport SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK"
+                in text
+            )
         assert text.count(f"#SBATCH {account}") == 2  # every het component gets them
         proc = subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True)
         assert proc.returncode == 0, proc.stderr
@@ -159,4 +165,12 @@ def test_cli_preflight_refuses_an_executable_the_host_cannot_run(image, tmp_path
         text=True,
     )
     assert written.returncode == 0, written.stderr
-    assert os.access(tmp_path / "job.sh", os.X_OK)
+    job = tmp_path / "job.sh"
+    assert os.access(job, os.X_OK) and written.stdout == f"wrote {job}\n"
+    text = job.read_text()
+    assert text.startswith("#!/bin/bash\n") and text.count("#SBATCH hetjob") == 1
+    assert "#SBATCH --export=ALL" in text and text.count(f" -- {PROBE}") == 2
+    assert "--het-group=0" in text and "\n  : --mpi=pmi2" in text and "--het-group=1" in text
+    assert f"--bind={plan.directory}/lib:{plans.LINKS_DIR}" in text  # the plan, on ch-run
+    syntax = subprocess.run(["bash", "-n", str(job)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
