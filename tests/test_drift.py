@@ -1,4 +1,4 @@
-"""`climstack drift`: the archer2 scope against synthetic Cray PE trees of two CPE releases
+"""`climstack drift`: the archer2 scope against synthetic Cray PE trees of CPE 23.09 and 25.03
 (real ELF libraries, Tcl modulefiles, .version files and CPE modulerc files)."""
 
 import os
@@ -30,9 +30,9 @@ def trees(tmp_path_factory) -> dict[str, Path]:
     nine = [("cray-mpich", "9.0.1")]
     return {
         "23.09": cpe_tree(base / "old"),
-        "24.07": cpe_tree(base / "new", ("23.09", "24.07"), "24.07", also=nine),
+        "25.03": cpe_tree(base / "new", ("23.09", "25.03"), "25.03", also=nine),
         "9.0": cpe_tree(
-            base / "nine", ("23.09", "24.07"), "24.07", also=nine, defaults={"cray-mpich": "9.0.1"}
+            base / "nine", ("23.09", "25.03"), "25.03", also=nine, defaults={"cray-mpich": "9.0.1"}
         ),
     }
 
@@ -53,14 +53,14 @@ def test_archer2_against_its_own_release_is_clean(trees):
 
 
 def test_a_newer_default_release_is_drift(trees):
-    proc = drift("archer2", "--root", trees["24.07"])
+    proc = drift("archer2", "--root", trees["25.03"])
     assert proc.returncode == 1, proc.stdout + proc.stderr
     mpich = line_of(proc.stdout, "cray-mpich")
-    assert "default changed: 8.1.27 -> 8.1.30" in mpich
+    assert "default changed: 8.1.27 -> 8.1.32" in mpich
     assert "newer installed, not default: 9.0.1" in mpich
-    assert "default changed: 16.0.1 -> 18.0.0" in line_of(proc.stdout, "cce")
+    assert "default changed: 16.0.1 -> 19.0.0" in line_of(proc.stdout, "cce")
     assert line_of(proc.stdout, "xpmem").endswith(" ok")  # /opt/cray/xpmem/default: no version
-    assert "consequence" not in proc.stdout  # 8.1.30 has the same ANL base as 8.1.27
+    assert "consequence" not in proc.stdout  # 8.1.32 has the same ANL base as 8.1.27
 
 
 def test_removed_prefix_and_module_are_named(trees, tmp_path):
@@ -88,7 +88,7 @@ def test_a_cray_mpich_9_default_moves_the_container_pin_and_the_proposal_concret
     text = patch.read_text()
     assert "+    - spec: cray-mpich@9.0.1 ~wrappers os=sles15" in text
     assert (
-        "+      modules: [cray-hdf5-parallel/1.14.3.1, cray-netcdf-hdf5parallel/4.9.0.13]" in text
+        "+      modules: [cray-hdf5-parallel/1.14.3.5, cray-netcdf-hdf5parallel/4.9.0.17]" in text
     )
     assert "+      require: ['@4.1']" in text
     # Spack concretized the proposal, the site environment and the container environment
@@ -101,14 +101,14 @@ def test_a_cray_mpich_9_default_moves_the_container_pin_and_the_proposal_concret
 
 def test_apply_keeps_comments_and_spack_reads_the_result(trees, site_copy):
     before = (site_copy / "packages.yaml").read_text()
-    proc = drift(site_copy, "--root", trees["24.07"], "--apply", "--no-dag")
+    proc = drift(site_copy, "--root", trees["25.03"], "--apply", "--no-dag")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     after = (site_copy / "packages.yaml").read_text()
     comments = [line for line in before.splitlines() if line.lstrip().startswith("#")]
     assert comments and all(line in after.splitlines() for line in comments)
     merged = run_spack("-C", str(site_copy), "config", "get", "packages").stdout
-    assert "cray-mpich@8.1.30" in merged and "/opt/cray/pe/mpich/8.1.30/ofi/gnu/9.1" in merged
-    assert drift(site_copy, "--root", trees["24.07"]).returncode == 0  # now clean
+    assert "cray-mpich@8.1.32" in merged and "/opt/cray/pe/mpich/8.1.32/ofi/gnu/9.1" in merged
+    assert drift(site_copy, "--root", trees["25.03"]).returncode == 0  # now clean
 
 
 def test_apply_that_crashes_leaves_the_old_file(trees, site_copy, monkeypatch):
@@ -119,7 +119,7 @@ def test_apply_that_crashes_leaves_the_old_file(trees, site_copy, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError, match="simulated crash"):
-        main(["drift", str(site_copy), "--root", str(trees["24.07"]), "--apply", "--no-dag"])
+        main(["drift", str(site_copy), "--root", str(trees["25.03"]), "--apply", "--no-dag"])
     assert (site_copy / "packages.yaml").read_text() == before
     assert sorted(p.name for p in site_copy.iterdir()) == sorted(
         p.name for p in (PROJECT_ROOT / "site" / "archer2").iterdir()
@@ -148,15 +148,15 @@ def test_a_modules_only_external_is_resolved_from_its_modulefile(trees, site_cop
 def test_lmod_modulefiles_and_default_links(tmp_path):
     lmod = tmp_path / "opt/cray/pe/lmod/modulefiles/mpi/gnu/12.0/ofi/1.0/cray-mpich"
     lmod.mkdir(parents=True)
-    (lmod / "8.1.30.lua").write_text(
-        'local base = "/opt/cray/pe/mpich/8.1.30"\n'
+    (lmod / "8.1.32.lua").write_text(
+        'local base = "/opt/cray/pe/mpich/8.1.32"\n'
         'setenv("CRAY_MPICH_DIR", base .. "/ofi/gnu/12.3")\n'
     )
-    (lmod / "default").symlink_to("8.1.30.lua")
+    (lmod / "default").symlink_to("8.1.32.lua")
     pe = cray_pe.CrayPe(tmp_path)
-    assert pe.module_default("cray-mpich") == ("8.1.30", str(lmod / "default"))
-    prefix = pe.module_prefix("cray-mpich/8.1.30", "CRAY_MPICH_DIR")
-    assert prefix == "/opt/cray/pe/mpich/8.1.30/ofi/gnu/12.3"
+    assert pe.module_default("cray-mpich") == ("8.1.32", str(lmod / "default"))
+    prefix = pe.module_prefix("cray-mpich/8.1.32", "CRAY_MPICH_DIR")
+    assert prefix == "/opt/cray/pe/mpich/8.1.32/ofi/gnu/12.3"
 
 
 @pytest.mark.parametrize(

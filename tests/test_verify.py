@@ -119,9 +119,7 @@ def test_verify_reports_where_libxpmem_comes_from(cray_app):
     root, plan, executable = cray_app
     report = verify.check(executable, plan, root)
     assert report.picks["libxpmem.so.0"]["path"] == f"{planner.LINKS_DIR}/libxpmem.so.0"
-    assert report.picks["libxpmem.so.0"]["host"].endswith(
-        "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0"
-    )
+    assert report.picks["libxpmem.so.0"]["host"].endswith("/opt/xpmem/lib64/libxpmem.so.0")
     assert report.host_mpi == "Cray MPICH 8.1.27.4 (ANL MPICH base 3.4a2)"
     assert report.missing == ["MPI_Comm_rank"]  # the synthetic Cray library lacks it
 

@@ -218,3 +218,32 @@ def _lua_value(expression: str, names: dict, where: str) -> str:
                 fix="give the external a prefix: in the site scope",
             )
     return "".join(parts)
+
+
+# -- which versions ship together (site/cray-ex/cpe-releases.yaml) ------------------------
+def release_table() -> dict[str, dict[str, str]]:
+    """CPE release -> {module: version}, from LUMI's published tables."""
+    from climstack.config import inputs, sites
+
+    path = sites.SITES_DIR / "cray-ex" / "cpe-releases.yaml"
+    data = inputs.parse_yaml(path, "restore it from git") or {}
+    return {str(r): {m: str(v) for m, v in c.items()} for r, c in data["releases"].items()}
+
+
+def releases_of(externals: dict[str, str]) -> dict[str, list[str]]:
+    """{module/version: the CPE releases that ship it} for the modules the table knows."""
+    table = release_table()
+    known = {m for components in table.values() for m in components}
+    return {
+        f"{module}/{version}": [r for r, c in table.items() if c.get(module) == version]
+        for module, version in externals.items()
+        if module in known
+    }
+
+
+def common_release(externals: dict[str, str]) -> list[str]:
+    """The CPE releases that ship every one of `externals` ({module: version}); [] if the
+    scope mixes releases (or pins a version no release has)."""
+    found = releases_of(externals)
+    common = set.intersection(*map(set, found.values())) if found else set()
+    return sorted(common, key=version_key)

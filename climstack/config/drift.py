@@ -16,7 +16,7 @@ from ruamel.yaml.comments import CommentedSeq
 from climstack.build import mpich_base
 from climstack.common import atomic
 from climstack.config import sites
-from climstack.config.cray_pe import COMPONENTS, Component, CrayPe, version_key
+from climstack.config.cray_pe import COMPONENTS, Component, CrayPe, common_release, version_key
 from climstack.errors import ClimstackError
 
 
@@ -47,6 +47,17 @@ def pinned_version(component: Component, external: dict) -> str | None:
         if name == component.module and version:
             return version
     return None
+
+
+def pinned_modules(site: sites.Site) -> dict[str, str]:
+    """{module: version} of the scope's Cray PE externals (what its prefixes point at)."""
+    found = {}
+    for package, component in COMPONENTS.items():
+        for external in site.externals(package):
+            version = pinned_version(component, external)
+            if version and version[:1].isdigit():
+                found[component.module] = version
+    return found
 
 
 def check(site: sites.Site, pe: CrayPe) -> list[Finding]:
@@ -240,8 +251,9 @@ def unified_diff(edits: dict[Path, tuple], project: Path) -> str:
 # -- the command ---------------------------------------------------------------------------
 def report(site: sites.Site, pe: CrayPe, findings: list[Finding]) -> str:
     release = pe.default_cpe()
+    scope = ", ".join(common_release(pinned_modules(site))) or "of mixed releases"
     lines = [
-        f"drift: site {site.name} against the Cray PE under {pe.root} (CPE releases "
+        f"drift: site {site.name} (CPE {scope}) against the Cray PE under {pe.root} (CPE releases "
         f"{', '.join(pe.cpe_releases()) or 'none found'}; default "
         f"{release[0] if release else 'unknown'})"
     ]

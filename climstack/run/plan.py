@@ -128,9 +128,11 @@ def make_plan(
         result = loader.closure(path, view, search)
         for needed, who in result.missing.items():
             missing.setdefault(needed, []).extend(who)
-        files[name] = result.root
-        for library in result.libraries.values():
-            files.setdefault(library.name, library)
+        files.setdefault(name, result.root)  # one the closure found keeps who needs it
+        for library in result.libraries.values():  # a site extra another library needs
+            known = files.get(library.name)  # is listed with who needs it
+            if known is None or (library.needed_by and not known.needed_by):
+                files[library.name] = library
     if missing:
         loader.Closure(
             root=loader.Library(f"the {mode} plan", PurePosixPath(scope.name), None, None),
@@ -155,7 +157,8 @@ def make_plan(
             {
                 "name": name,
                 "host": str(library.real),
-                "rule": library.how,
+                "rule": library.how
+                or ("bind.yaml" if name in config[f"{mode}_libraries"] else "MPI"),
                 "needed_by": sorted(set(library.needed_by)),
             }
         )

@@ -5,38 +5,29 @@ with the modulerc.lua that makes that release's versions the defaults."""
 
 from pathlib import Path
 
-from climstack.config.cray_pe import COMPONENTS
+from climstack.config.cray_pe import COMPONENTS, release_table
 from climstack.testing.cray_tree import shared_library
 
-#: component versions per release: 23.09 as site/archer2 pins it, and a later release
-RELEASES = {
-    "23.09": {
-        "cray-mpich": "8.1.27",
-        "cray-pmi": "6.1.12",
-        "libfabric": "1.12.1.2.2.0.0",
-        "cray-libsci": "23.09.1.1",
-        "cray-hdf5-parallel": "1.12.2.7",
-        "cray-netcdf-hdf5parallel": "4.9.0.7",
-        "cce": "16.0.1",
-        "gcc": "11.2.0",
-    },
-    "24.07": {
-        "cray-mpich": "8.1.30",
-        "cray-pmi": "6.1.15",
-        "libfabric": "1.15.2.0",
-        "cray-libsci": "24.07.0",
-        "cray-hdf5-parallel": "1.14.3.1",
-        "cray-netcdf-hdf5parallel": "4.9.0.13",
-        "cce": "18.0.0",
-        "gcc": "12.2.0",
-    },
+#: what a release ships besides its CPE components (libfabric comes with the Slingshot
+#: host software, GCC is the PrgEnv-gnu default): as site/archer2 and Pawsey's Setonix pin
+NON_CPE = {
+    "23.09": {"libfabric": "1.12.1.2.2.0.0", "gcc": "11.2.0"},
+    "25.03": {"libfabric": "1.22.0", "gcc": "14.2.0"},
+    "25.09": {"libfabric": "1.22.0", "gcc": "14.2.0"},
 }
+
+
+def release(name: str) -> dict[str, str]:
+    """module -> version of a CPE release (site/cray-ex/cpe-releases.yaml) plus NON_CPE."""
+    return {**release_table()[name], **NON_CPE[name]}
+
+
 #: module -> (path below <install>/<version>, library), as site/archer2's prefixes have it
 LAYOUT = {
     "cray-mpich": ("ofi/gnu/9.1", "lib/libmpi_gnu_91.so.12"),
     "cray-pmi": ("", "lib/libpmi.so.0"),
     "libfabric": ("", "lib64/libfabric.so.1"),
-    "cray-libsci": ("GNU/9.1/x86_64", "lib/libsci_gnu_82.so.5"),
+    "cray-libsci": ("GNU/10.3/x86_64", "lib/libsci_gnu_82.so.5"),
     "cray-hdf5-parallel": ("gnu/9.1", "lib/libhdf5_parallel.so.200"),
     "cray-netcdf-hdf5parallel": ("gnu/9.1", "lib/libnetcdf_parallel.so.19"),
     "cce": ("", "cce/x86_64/lib/libcraymath.so.1"),
@@ -75,20 +66,18 @@ def install(root: Path, module: str, version: str) -> str:
 def cpe_tree(root: Path, releases=("23.09",), default="23.09", also=(), defaults=None) -> Path:
     """The Cray PE of `releases` (and `also`: (module, version) pairs outside any release)
     under root; `default` is the system's CPE, `defaults` overrides module defaults."""
-    for release in releases:
-        for module, version in RELEASES[release].items():
+    for name in releases:
+        for module, version in release(name).items():
             install(root, module, version)
         _write(
             root,
-            f"/opt/cray/pe/cpe/{release}/modulerc.lua",
-            "".join(
-                f'module_version("{m}/{v}","default")\n' for m, v in RELEASES[release].items()
-            ),
+            f"/opt/cray/pe/cpe/{name}/modulerc.lua",
+            "".join(f'module_version("{m}/{v}","default")\n' for m, v in release(name).items()),
         )
-        _write(root, f"{MODULES}/cpe/{release}", f"#%Module1.0\n## CPE {release}\n")
+        _write(root, f"{MODULES}/cpe/{name}", f"#%Module1.0\n## CPE {name}\n")
     for module, version in also:
         install(root, module, version)
-    chosen = {**RELEASES[default], **(defaults or {}), "cpe": default}
+    chosen = {**release(default), **(defaults or {}), "cpe": default}
     for module, version in chosen.items():
         _write(
             root, f"{MODULES}/{module}/.version", f'#%Module1.0\nset ModulesVersion "{version}"\n'

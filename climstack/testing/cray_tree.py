@@ -54,16 +54,42 @@ def _link(root: Path, path: str, target: str) -> None:
     link.symlink_to(target)
 
 
-def cray_tree(root: Path) -> Path:
-    """An ARCHER2-like (CLE7 naming) Cray PE under `root`: lib-abi-mpich/libmpi.so.12 is a
-    link to a library whose SONAME is libmpich_gnu_71.so.3, needing PMI (via
-    /opt/cray/pe/lib64 links and a RUNPATH to PALS), libfabric (needing libibverbs in
-    /usr/lib64) and, through the site's library_path, the real libxpmem."""
-    shared_library(root, "/usr/lib64/libibverbs.so.1.14", "libibverbs.so.1")
-    _link(root, "/usr/lib64/libibverbs.so.1", "libibverbs.so.1.14")
+#: system libraries ARCHER2's container guide binds from /usr/lib64 -> what each needs here
+SYSTEM_LIBRARIES = {
+    "libnl-3.so.200": [],
+    "libnl-route-3.so.200": ["libnl-3.so.200"],
+    "libnl-genl-3.so.200": ["libnl-3.so.200"],
+    "libibverbs.so.1": ["libnl-3.so.200", "libnl-route-3.so.200"],
+    "librdmacm.so.1": ["libibverbs.so.1", "libnl-3.so.200"],
+    "libyaml-0.so.2": [],
+    "libkeyutils.so.1": [],
+    "liblnetconfig.so.4": ["libyaml-0.so.2", "libnl-genl-3.so.200"],
+    "liblustreapi.so": ["liblnetconfig.so.4", "libkeyutils.so.1"],
+    "libmunge.so.2": [],
+    "libjansson.so.4": [],
+}
+GCC_LIBS = ("libgfortran.so.5", "libquadmath.so.0", "libgcc_s.so.1", "libatomic.so.1")
+XPMEM = {"current": "/opt/xpmem/lib64", "legacy": "/opt/cray/xpmem/default/lib64"}
+
+
+def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Path:
+    """An ARCHER2-like Cray PE (CPE 23.09, CLE7 naming) under `root`, in the layout the
+    ARCHER2 container guide shows: lib-abi-mpich/libmpi.so.12 is a link to a library whose
+    SONAME is libmpich_gnu_71.so.3, needing PMI (via /opt/cray/pe/lib64 links and a RUNPATH
+    to PALS) and libfabric (needing the verbs stack in /usr/lib64); the GCC runtime in
+    /opt/cray/pe/gcc-libs; GPU transport libraries in gtl/lib; the real libxpmem at
+    /opt/xpmem/lib64 (today's guide) and/or /opt/cray/xpmem/default/lib64 (older)."""
+    for name, needs in SYSTEM_LIBRARIES.items():
+        shared_library(root, f"/usr/lib64/{name}", name, [f"/usr/lib64/{n}" for n in needs])
+    shared_library(root, "/usr/lib64/libibverbs/libmlx5-rdmav34.so", "libmlx5-rdmav34.so")
+    for name in GCC_LIBS:
+        shared_library(root, f"/opt/cray/pe/gcc-libs/{name}", name)
     fabric = "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"
     shared_library(
-        root, f"{fabric}/libfabric.so.1.15", "libfabric.so.1", ["/usr/lib64/libibverbs.so.1"]
+        root,
+        f"{fabric}/libfabric.so.1.15",
+        "libfabric.so.1",
+        ["/usr/lib64/libibverbs.so.1", "/usr/lib64/librdmacm.so.1"],
     )
     _link(root, f"{fabric}/libfabric.so.1", "libfabric.so.1.15")
     shared_library(root, "/opt/cray/pe/pals/1.2.4/lib/libpals.so.0", "libpals.so.0")
@@ -75,8 +101,12 @@ def cray_tree(root: Path) -> Path:
         runpath="/opt/cray/pe/pals/1.2.4/lib",
     )
     _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.12/lib/libpmi.so.0")
-    shared_library(root, "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0", "libxpmem.so.0")
-    _link(root, "/etc/alternatives/cray-xpmem", "/opt/cray/xpmem/2.6.2-2.5_2.22")
+    real_xpmem = "/opt/cray/xpmem/2.6.2-2.5_2.22"
+    if "legacy" in xpmem:
+        shared_library(root, f"{real_xpmem}/lib64/libxpmem.so.0", "libxpmem.so.0")
+        _link(root, "/opt/cray/xpmem/default", "2.6.2-2.5_2.22")
+    if "current" in xpmem:
+        shared_library(root, f"{XPMEM['current']}/libxpmem.so.0", "libxpmem.so.0")
     shared_library(
         root,
         f"{CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0",
@@ -85,5 +115,18 @@ def cray_tree(root: Path) -> Path:
         source=CRAY_LIB_SOURCE,
     )
     _link(root, f"{CRAY_MPICH}/lib-abi-mpich/libmpi.so.12", "../lib/libmpich_gnu_91.so.12.0.0")
-    # the image side: an executable built against MPICH, needing libmpi.so.12
+    shared_library(
+        root, "/opt/cray/pe/mpich/8.1.27/gtl/lib/libmpi_gtl_cuda.so.0", "libmpi_gtl_cuda.so.0"
+    )
+    for path in (
+        "/etc/host.conf",
+        "/etc/resolv.conf",
+        "/etc/libnl/classid",
+        "/etc/libibverbs.d/mlx5.driver",
+        "/run/munge/munge.socket.2",
+    ):
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("")
+    (root / "var/spool/slurmd/mpi_cray_shasta").mkdir(parents=True)
     return root

@@ -9,7 +9,7 @@ import importlib
 
 from climstack.errors import ClimstackError
 
-NAMES = ("apptainer", "charliecloud")
+NAMES = ("apptainer", "singularity", "charliecloud")
 
 
 def get(name: str):

@@ -1,4 +1,5 @@
-"""Apptainer (and SingularityCE, which reads the SINGULARITY* spellings)."""
+"""Apptainer: `apptainer exec -B ... --env ...`, or APPTAINER_BIND and APPTAINERENV_*
+exports in a job (with the SINGULARITY* spellings too, which Apptainer also reads)."""
 
 import shlex
 
@@ -6,23 +7,25 @@ from climstack.run.runtimes import check_bind_paths
 
 NAME = "apptainer"
 SEPARATORS = ",:"
+#: the command, and the prefixes of the variables it reads (first wins)
+PROGRAM, PREFIXES = "apptainer", ("APPTAINER", "SINGULARITY")
 
 
-def exports(plan) -> str:
-    """Shell exports that carry the plan to every `apptainer exec` of a job."""
+def exports(plan, prefixes=PREFIXES) -> str:
+    """Shell exports that carry the plan to every `<runtime> exec` of a job."""
     check_bind_paths(plan, SEPARATORS)
     binds = ",".join(f"{src}:{dst}" for src, dst in plan.binds)
     lines = [f"# climstack bind plan: site {plan.site}, mode {plan.mode}"]
-    for prefix in ("APPTAINER", "SINGULARITY"):
+    for prefix in prefixes:
         lines.append(f"export {prefix}_BIND={shlex.quote(binds)}")
         for key, value in plan.runtime_env().items():
             lines.append(f"export {prefix}ENV_{key}={shlex.quote(value)}")
     return "\n".join(lines) + "\n"
 
 
-def exec_args(plan, image: str, command: list[str]) -> list[str]:
+def exec_args(plan, image: str, command: list[str], program=PROGRAM) -> list[str]:
     check_bind_paths(plan, SEPARATORS)
-    args = ["apptainer", "exec"]
+    args = [program, "exec"]
     for src, dst in plan.binds:
         args += ["-B", f"{src}:{dst}"]
     for key, value in plan.runtime_env().items():
@@ -30,9 +33,10 @@ def exec_args(plan, image: str, command: list[str]) -> list[str]:
     return [*args, image, *command]
 
 
-def job_lines(plan, image: str, command: list[str]) -> tuple[list[str], str]:
+def job_lines(plan, image: str, command: list[str], program=PROGRAM, prefixes=PREFIXES):
     """(lines before srun, the per-rank command): the exports carry the plan."""
-    return exports(plan).splitlines(), shlex.join(["apptainer", "exec", image, *command])
+    lines = exports(plan, prefixes).splitlines()
+    return lines, shlex.join([program, "exec", image, *command])
 
 
 def check_image(plan, image) -> None:
