@@ -13,7 +13,7 @@ local: setup
 	bin/climstack smoke local
 
 test: setup
-	.venv/bin/python -m pytest -v tests
+	.venv/bin/python -m pytest -v -rfEs tests
 
 bench: setup
 	.venv/bin/python benchmarks/concretize_times.py

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, registered here
+
 from climstack.build import environments
 from climstack.config import spack
 from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
@@ -51,11 +53,14 @@ def run_spack(*args, **kwargs):
 
 
 @pytest.fixture(scope="module")
-def image():
-    """The Debian image with mpi-probe built against several MPIs (climstack.testing)."""
+def image(tmp_path_factory):
+    """The Debian image with mpi-probe built against several MPIs (climstack.testing), as a
+    hard-linked copy: the mount points tests create go into the copy, never the cache."""
     from climstack.testing import programs
 
-    return programs.probe_image()
+    copy = tmp_path_factory.mktemp("image") / "probe"
+    subprocess.run(["cp", "-al", str(programs.probe_image()), str(copy)], check=True)
+    return copy
 
 
 GIT_STATUS = pytest.StashKey[str]()
@@ -67,15 +72,35 @@ def git_status() -> str:
     ).stdout
 
 
+DAEMONS = pytest.StashKey[set]()
+#: daemons the tests start (the Slurm cluster, spack gpg); each must be stopped by them
+DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd", "gpg-agent")
+
+
+def daemons() -> set[str]:
+    """'pid name' of every running process called one of DAEMON_NAMES."""
+    out = subprocess.run(["ps", "-eo", "pid=,comm="], capture_output=True, text=True).stdout
+    return {
+        " ".join(line.split())
+        for line in out.splitlines()
+        if line.split()[1:] in ([name] for name in DAEMON_NAMES)
+    }
+
+
 def pytest_sessionstart(session):
     session.config.stash[GIT_STATUS] = git_status()
+    session.config.stash[DAEMONS] = daemons()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """No test (and no command a test runs) may change the checkout."""
+    """No test (and no command a test runs) may change the checkout or leave a daemon."""
     before, after = session.config.stash.get(GIT_STATUS, ""), git_status()
     if after != before:
         print(f"\nthe checkout changed during the tests:\n{after}")
+        session.exitstatus = 1
+    left = daemons() - session.config.stash.get(DAEMONS, set())
+    if left:
+        print(f"\ndaemons the tests started are still running: {', '.join(sorted(left))}")
         session.exitstatus = 1
 
 
