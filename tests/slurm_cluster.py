@@ -125,16 +125,29 @@ class Cluster:
     def sbatch_wait(self, script: Path, timeout: int = 240) -> tuple[int, str]:
         """Submit, wait for the job to end; (exit code, its output file's text)."""
         output = script.with_suffix(".out")
-        proc = self.run(
-            "sbatch",
-            "--parsable",
-            "--wait",
-            f"--output={output}",
-            str(script),
-            check=False,
-            timeout=timeout,
-        )
+        try:
+            proc = self.run(
+                "sbatch",
+                "--parsable",
+                "--wait",
+                f"--output={output}",
+                str(script),
+                check=False,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            self.cancel_jobs()  # a job left running would outlive the test
+            raise
         return proc.returncode, output.read_text() if output.exists() else proc.stderr
+
+    def cancel_jobs(self, timeout: float = 30) -> None:
+        """Cancel every job of this cluster and wait until none is left."""
+        self.run("scancel", "--partition=debug", check=False, timeout=60)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.run("squeue", "-h", "-o", "%i", check=False, timeout=60).stdout.strip():
+                return
+            time.sleep(0.5)
 
     def logs(self) -> str:
         return "\n".join(
@@ -142,6 +155,8 @@ class Cluster:
         )
 
     def stop(self) -> None:
+        if any(name == "slurmctld" for name, _ in self.pids):
+            self.cancel_jobs()  # jobs first: stopping slurmd would orphan their steps
         for name, pid_file in reversed(self.pids):
             try:
                 pid = int(pid_file.read_text().split()[0])

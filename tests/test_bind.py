@@ -334,38 +334,42 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root to drop to an unprivileged user")
     base = Path(tempfile.mkdtemp(prefix="climstack-unreadable-"))
-    base.chmod(0o755)  # pytest's own tmp dirs are private to root
-    root = base / "root"
-    shutil.copytree(cray_root, root, symlinks=True)
-    site = base / "site" / "archer2"  # the checkout may sit in a directory only root reads
-    shutil.copytree(pins.PROJECT_ROOT / "site" / "archer2", site)
-    shutil.copytree(pins.PROJECT_ROOT / "site" / "cray-ex", site.parent / "cray-ex")
-    subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
-    scope = sites.get(str(site))  # Spack's merged config and bind.yaml, read while root
-    assert scope.packages and scope.bind and scope.origin("/nowhere")
-    libdir = root / cray_tree.CRAY_MPICH.lstrip("/") / "lib"
-    libdir.chmod(0o000)
-    read, write = os.pipe()
-    child = os.fork()
-    if child == 0:  # pragma: no cover - runs in the child
-        os.close(read)
-        message = "no error"
-        try:
-            os.setgid(65534)
-            os.setuid(65534)
-            plans.make_plan(scope, view=loader.View(root), environ={})
-        except ClimstackError as err:
-            message = str(err)
-        except Exception as err:  # noqa: BLE001 - reported to the parent
-            message = f"unexpected {type(err).__name__}: {err}"
-        os.write(write, message.encode())
-        os._exit(0)
-    os.close(write)
-    with os.fdopen(read) as stream:
-        message = stream.read()
-    os.waitpid(child, 0)
-    libdir.chmod(0o755)
-    shutil.rmtree(base)
+    try:  # the chmod 000 tree is removed however the test ends
+        base.chmod(0o755)  # pytest's own tmp dirs are private to root
+        root = base / "root"
+        shutil.copytree(cray_root, root, symlinks=True)
+        site = base / "site" / "archer2"  # the checkout may sit in a directory only root reads
+        shutil.copytree(pins.PROJECT_ROOT / "site" / "archer2", site)
+        shutil.copytree(pins.PROJECT_ROOT / "site" / "cray-ex", site.parent / "cray-ex")
+        subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+        scope = sites.get(str(site))  # Spack's merged config and bind.yaml, read while root
+        assert scope.packages and scope.bind and scope.origin("/nowhere")
+        libdir = root / cray_tree.CRAY_MPICH.lstrip("/") / "lib"
+        libdir.chmod(0o000)
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:  # pragma: no cover - runs in the child
+            os.close(read)
+            message = "no error"
+            try:
+                os.setgid(65534)
+                os.setuid(65534)
+                plans.make_plan(scope, view=loader.View(root), environ={})
+            except ClimstackError as err:
+                message = str(err)
+            except Exception as err:  # noqa: BLE001 - reported to the parent
+                message = f"unexpected {type(err).__name__}: {err}"
+            finally:  # the child never returns into pytest
+                os.write(write, message.encode())
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as stream:
+            message = stream.read()
+        os.waitpid(child, 0)
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwX", str(base)], check=False)
+        shutil.rmtree(base, ignore_errors=True)
+    assert not base.exists()
     assert f"cannot look into {libdir}" in message and "permission denied" in message, message
 
 
@@ -392,7 +396,6 @@ def test_cli_writes_the_plan_and_warns_about_absent_extras(cray_root, tmp_path):
     assert (tmp_path / "lib" / "libmpi.so.12").is_symlink()
 
 
-@needs_charliecloud
 def test_exec_names_missing_mount_points_in_a_charliecloud_image(tmp_path):
     image = tmp_path / "image"
     (image / "opt").mkdir(parents=True)

@@ -1,24 +1,27 @@
 """The image directory built here runs mpi-probe with its own MPICH, and its ELF is right."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from climstack import pins
 from climstack.build import image, image_check
 from climstack.run import elf
-
-pytestmark = pytest.mark.skipif(
-    not all(map(__import__("shutil").which, ("ch-run", "mmdebstrap"))),
-    reason="needs Debian's charliecloud and mmdebstrap (bin/setup installs them)",
-)
 
 
 @pytest.fixture(scope="module")
 def archer2_image():
-    return image.build("container-archer2", image.default_destination("container-archer2"))
+    """Built (or reused while its inputs are unchanged) in a directory of the tests' own:
+    the user's image (`climstack image`, the default destination) is left alone."""
+    if not all(map(shutil.which, ("ch-run", "mmdebstrap"))):
+        pytest.skip("needs Debian's charliecloud and mmdebstrap (bin/setup installs them)")
+    destination = pins.cache_dir() / "images" / "tests-container-archer2"
+    assert destination != image.default_destination("container-archer2")
+    return image.build("container-archer2", destination)
 
 
 def ch_run(root: Path, *command: str, cwd: str = "/") -> subprocess.CompletedProcess:
@@ -74,6 +77,7 @@ def test_image_check_passes_inside_the_image(archer2_image):
     assert "0 failed" in proc.stdout
 
 
+@pytest.mark.skipif(not shutil.which("mpicc"), reason="needs Debian's mpicc (libmpich-dev)")
 def test_executable_linked_with_rpath_is_reported(tmp_path):
     source = Path(__file__).parent.parent / "repo/packages/mpi-probe/mpi_probe.c"
     binary = tmp_path / "bin" / "probe-rpath"

@@ -257,6 +257,7 @@ def probe_image() -> Path:
         MPI41F_SOURCE,
         IMAGE_MPI,
         *map(str, WHEELS.values()),
+        f"gfortran: {bool(shutil.which('gfortran'))}",  # decides whether mpi3f/mpi41f exist
         length=10,
     )
     final = pins.cache_dir() / "images" / f"bind-probe-{key}"
