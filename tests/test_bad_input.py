@@ -52,11 +52,18 @@ STACK = f"  include:\n  - {PROJECT_ROOT}/environments/stack.yaml\n"
 
 @pytest.mark.parametrize("command", ["concretize", "smoke", "check-mpi", "containerize"])
 def test_unknown_environment_names_the_real_ones(command):
-    refused(command, "nosuch", wrong=["no environment 'nosuch'"], fix=["archer2, gaea, local"])
+    refused(
+        command,
+        "nosuch",
+        wrong=["no environment 'nosuch'"],
+        fix=["archer2, gaea-c5, gaea-c6, local, setonix"],
+    )
 
 
 def test_named_env_unknown_environment():
-    refused("named-env", "x", "nosuch", wrong=["no environment 'nosuch'"], fix=["container-gaea"])
+    refused(
+        "named-env", "x", "nosuch", wrong=["no environment 'nosuch'"], fix=["container-gaea-c6"]
+    )
 
 
 def test_concretize_and_named_env_refuse_an_environment_without_a_site(tmp_path):

@@ -1,6 +1,7 @@
 """Fast checks around buildcache sharing: no secret key in git, the site mirrors validate
 with Spack's schema and show both shapes, deb-src entries follow the host's apt sources."""
 
+import functools
 import shutil
 import subprocess
 
@@ -43,18 +44,28 @@ def test_secret_key_exports_are_ignored():
     assert git("check-ignore", "-q", "keys/climstack.pub").returncode == 1
 
 
+#: the site environments (one per site; containers use no site's mirrors)
+SITE_ENVS = sorted(n for n in environments.find_environments() if not n.startswith("container-"))
+
+
+@functools.cache
 def site_mirrors(site: str) -> dict:
-    return yaml.safe_load((PROJECT_ROOT / "site" / site / "mirrors.yaml").read_text())["mirrors"]
+    """The mirrors Spack merges for the site's environment."""
+    env = environments.resolve(site)
+    return yaml.safe_load(spack.run("config", "get", "mirrors", env=env).stdout)["mirrors"]
 
 
 def test_site_mirrors_validate_and_are_what_spack_uses():
     """Each site's mirrors.yaml passes Spack's schema and is the mirrors config Spack merges
     for the site's environment (not shadowed, not left out of the scope)."""
-    for site in ("local", "archer2", "gaea"):
+    for site in SITE_ENVS:
         env = environments.resolve(site)
         environments.check(env)
-        merged = yaml.safe_load(spack.run("config", "get", "mirrors", env=env).stdout)
-        assert set(site_mirrors(site)) <= set(merged["mirrors"]), (site, merged)
+        files = [f for f in environments.check_scope_files(env) if f.name == "mirrors.yaml"]
+        assert files, f"site {site} has no mirrors.yaml in its scopes"
+        for file in files:
+            declared = yaml.safe_load(file.read_text())["mirrors"]
+            assert set(declared) <= set(site_mirrors(site)), (site, file)
 
 
 def test_a_bad_mirror_entry_is_refused_naming_the_file(tmp_path):
@@ -76,10 +87,10 @@ def test_a_bad_mirror_entry_is_refused_naming_the_file(tmp_path):
 
 
 def test_site_mirrors_show_the_filesystem_and_the_oci_shape():
-    urls = [m["url"] for site in ("local", "archer2", "gaea") for m in site_mirrors(site).values()]
+    urls = [m["url"] for site in SITE_ENVS for m in site_mirrors(site).values()]
     assert any(url.startswith("oci://") for url in urls)
     assert any(url.startswith(("/", "$")) for url in urls)
-    for site in ("local", "archer2", "gaea"):  # binaries from shared caches are verified
+    for site in SITE_ENVS:  # binaries from shared caches are verified
         caches = [m for m in site_mirrors(site).values() if m.get("source") is False]
         assert caches and all(m["signed"] is True for m in caches), site
 

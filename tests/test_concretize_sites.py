@@ -3,8 +3,25 @@
 import pytest
 from conftest import lock_nodes, roots
 
-#: site -> (target, OS of the Cray PE externals)
-CRAY_SITES = {"archer2": ("zen2", "sles15"), "gaea": ("zen3", "sles15")}
+from climstack.config import sites
+from climstack.config.drift import pinned_modules
+
+#: site -> (target of its compute nodes' CPU, OS of the Cray PE externals), from the
+#: machines' published hardware: ARCHER2 EPYC 7742, Gaea C5 EPYC 7H12, Gaea C6 EPYC 9654,
+#: Setonix EPYC 7763 (Milan)
+CRAY_SITES = {
+    "archer2": ("zen2", "sles15"),
+    "gaea-c5": ("zen2", "sles15"),
+    "gaea-c6": ("zen4", "sles15"),
+    "setonix": ("zen3", "sles15"),
+}
+
+
+def test_every_cray_site_is_checked_here():
+    """A new Cray site (site/<name>/ with Cray PE externals) must name its CPU above."""
+    assert set(CRAY_SITES) == {s for s in sites.known_sites() if pinned_modules(sites.get(s))}
+
+
 #: packages that on a Cray site must come from the Cray PE, never be built
 CRAY_PE = {
     "cray-mpich",

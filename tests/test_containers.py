@@ -17,7 +17,7 @@ CONTAINER_ENVS = containers.container_environments()
 
 
 def test_there_is_a_container_environment_per_cray_site():
-    assert {"container-archer2", "container-gaea"} <= set(CONTAINER_ENVS)
+    assert {"container-archer2", "container-gaea-c6"} <= set(CONTAINER_ENVS)
 
 
 @pytest.mark.parametrize("name", CONTAINER_ENVS)
@@ -125,7 +125,7 @@ def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
 
 
 def test_every_cray_mpich_in_our_sites_has_a_known_base():
-    for site in ("archer2", "gaea"):
+    for site in ("archer2", "gaea-c6"):
         base, source = mpich_base.base_of(containers.site_cray_mpich(site))
         assert base and "HPE" in source
 

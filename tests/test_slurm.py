@@ -13,7 +13,6 @@ from climstack import pins
 from climstack.run import loader, slurm
 from climstack.run import plan as plans
 from climstack.testing import cray_tree
-from climstack.testing import programs as helpers
 from climstack.errors import ClimstackError
 
 PROBE = "/opt/probe/bin/mpi-probe"
@@ -35,11 +34,6 @@ def cluster(tmp_path_factory):
         yield instance
     finally:
         instance.stop()
-
-
-@pytest.fixture(scope="module")
-def image():
-    return helpers.probe_image()
 
 
 def plan_for(mode, image, tmp_path):
@@ -106,7 +100,7 @@ def test_cray_site_scripts_use_cray_shasta_and_the_sites_runtime(tmp_path):
     }
     for site, account, prefix, environ, runtime in (
         ("archer2", "--account=[budget code]", None, {}, "singularity"),
-        ("gaea", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env, "apptainer"),
+        ("gaea-c5", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env, "apptainer"),
     ):
         plan = plans.write(
             plans.make_plan(site, view=loader.View(root), prefix=prefix, environ=environ),

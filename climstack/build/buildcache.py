@@ -346,5 +346,5 @@ def register(commands) -> None:
     list_cmd.add_argument("mirror")
     list_cmd.add_argument("--target", help="only this target (e.g. zen2, zen3, x86_64)")
     list_cmd.add_argument("--environment", help="only specs of this environment's lockfile "
-                          "(a site: local, archer2, gaea, container-...)")
+                          "(a site: local, archer2, gaea-c6, container-...)")
     list_cmd.set_defaults(run=run_list)

@@ -33,7 +33,7 @@ def find_environments() -> dict[str, Path]:
 
 
 def resolve(name_or_path: str) -> Path:
-    """An environment by name (archer2, container-gaea) or by directory."""
+    """An environment by name (archer2, container-gaea-c6) or by directory."""
     path = Path(name_or_path)
     if (path / "spack.yaml").is_file():
         return path.resolve()

@@ -307,7 +307,7 @@ def register(commands) -> None:
         help="compare a site scope's Cray PE externals with the host's Cray PE "
         "(exit 0 clean, 1 drift, 2 error)",
     )
-    sub.add_argument("site", help="a folder of site/ (archer2, gaea) or a scope directory")
+    sub.add_argument("site", help="a folder of site/ (archer2, gaea-c6) or a scope directory")
     sub.add_argument("--root", default="/", help="where the host's /opt/cray is (default /)")
     action = sub.add_mutually_exclusive_group()
     action.add_argument("--write", metavar="FILE", help="write the proposed update as a diff")

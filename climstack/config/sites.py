@@ -13,16 +13,25 @@ from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
 
 SITES_DIR = PROJECT_ROOT / "site"
-#: scopes that other scopes include, not sites of their own
-SHARED_SCOPES = {"cray-ex"}
 #: the Cray PE externals whose libraries an MPI needs (what `module load` would add)
 RUNTIME_EXTERNALS = ("cray-pmi", "libfabric", "xpmem")
 
 
+def shared_scopes() -> set[str]:
+    """Folders of site/ that other scopes include (cray-ex, gaea): not sites of their own."""
+    shared = set()
+    for include in SITES_DIR.glob("*/include.yaml"):
+        entries = (inputs.parse_yaml(include, "list the scopes it includes") or {}).get("include")
+        for entry in entries or []:
+            path = entry if isinstance(entry, str) else str((entry or {}).get("path", ""))
+            if (include.parent / path).resolve().parent == SITES_DIR.resolve():
+                shared.add(Path(path).name)
+    return shared
+
+
 def known_sites() -> list[str]:
-    return sorted(
-        p.name for p in SITES_DIR.iterdir() if p.is_dir() and p.name not in SHARED_SCOPES
-    )
+    shared = shared_scopes()
+    return sorted(p.name for p in SITES_DIR.iterdir() if p.is_dir() and p.name not in shared)
 
 
 @dataclass(frozen=True)

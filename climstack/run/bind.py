@@ -86,7 +86,7 @@ def register(commands) -> None:
         help="discover the host MPI and its closure; write and "
         "render a bind plan for Apptainer or Charliecloud",
     )
-    sub.add_argument("site", help="site scope (archer2, gaea, local) or its path")
+    sub.add_argument("site", help="site scope (archer2, gaea-c6, local) or its path")
     sub.add_argument("--mode", choices=plan.MODES, default="bind")
     sub.add_argument("--prefix", help="host MPI prefix (default: module env, then site scope)")
     sub.add_argument("--fabric-prefix", help="host libfabric prefix (fabric mode)")

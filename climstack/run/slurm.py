@@ -151,7 +151,7 @@ def register(commands) -> None:
         help="write a Slurm job script running the container "
         "under a bind plan, with heterogeneous steps for coupled models",
     )
-    sub.add_argument("site", help="site scope (archer2, gaea, local) or its path")
+    sub.add_argument("site", help="site scope (archer2, gaea-c6, local) or its path")
     sub.add_argument("--plan", type=Path, required=True, help="plan dir from `climstack bind`")
     sub.add_argument("--image", type=Path, required=True, help=".sif or image directory")
     sub.add_argument("--nodes", type=int, default=1)

@@ -67,6 +67,11 @@ SYSTEM_LIBRARIES = {
     "liblustreapi.so": ["liblnetconfig.so.4", "libkeyutils.so.1"],
     "libmunge.so.2": [],
     "libjansson.so.4": [],
+    # Slingshot 11 (Gaea, Setonix): the CXI NIC library and what the sites pass in with it
+    "libjson-c.so.3": [],
+    "libcxi.so.1": ["libjson-c.so.3"],
+    "libdrm.so.2": [],
+    "libnuma.so.1": [],
 }
 GCC_LIBS = ("libgfortran.so.5", "libquadmath.so.0", "libgcc_s.so.1", "libatomic.so.1")
 XPMEM = {"current": "/opt/xpmem/lib64", "legacy": "/opt/cray/xpmem/default/lib64"}
@@ -78,7 +83,8 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
     SONAME is libmpich_gnu_71.so.3, needing PMI (via /opt/cray/pe/lib64 links and a RUNPATH
     to PALS) and libfabric (needing the verbs stack in /usr/lib64); the GCC runtime in
     /opt/cray/pe/gcc-libs; GPU transport libraries in gtl/lib; the real libxpmem at
-    /opt/xpmem/lib64 (today's guide) and/or /opt/cray/xpmem/default/lib64 (older)."""
+    /opt/xpmem/lib64 (today's guide) and/or /opt/cray/xpmem/default/lib64 (older). It also
+    holds what Gaea's and Setonix's bind.yaml name (libcxi, PALS 1.4, libdrm's data)."""
     for name, needs in SYSTEM_LIBRARIES.items():
         shared_library(root, f"/usr/lib64/{name}", name, [f"/usr/lib64/{n}" for n in needs])
     shared_library(root, "/usr/lib64/libibverbs/libmlx5-rdmav34.so", "libmlx5-rdmav34.so")
@@ -93,6 +99,7 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
     )
     _link(root, f"{fabric}/libfabric.so.1", "libfabric.so.1.15")
     shared_library(root, "/opt/cray/pe/pals/1.2.4/lib/libpals.so.0", "libpals.so.0")
+    shared_library(root, "/opt/cray/pals/1.4/lib/libpals.so.0", "libpals.so.0")  # Gaea C6
     shared_library(
         root,
         "/opt/cray/pe/pmi/6.1.12/lib/libpmi.so.0",
@@ -128,5 +135,13 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("")
-    (root / "var/spool/slurmd/mpi_cray_shasta").mkdir(parents=True)
+    for path in (
+        "/var/spool/slurmd/mpi_cray_shasta",
+        "/usr/share/libdrm",
+        "/run/cxi",
+        "/etc/slurm",
+        "/var/opt/cray/pe",
+        "/var/run/munge",
+    ):
+        (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
     return root

@@ -1,0 +1,55 @@
+"""Every Cray site's bind plan, on a synthetic Cray PE in the layout the sites publish,
+carries what the site's container guide binds by hand (site/<site>/bind.yaml), and renders
+for the runtime the site runs (Singularity on ARCHER2 and Setonix, Apptainer on Gaea)."""
+
+import pytest
+
+from climstack.config import sites
+from climstack.config.drift import pinned_modules
+from climstack.run import loader
+from climstack.run import plan as plans
+from climstack.run import runtimes
+from climstack.testing import cray_tree
+
+CRAY_SITES = [s for s in sites.known_sites() if pinned_modules(sites.get(s))]
+#: the module environment: this tree's libfabric (each site pins its own version)
+ENVIRON = {"LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"}
+
+
+@pytest.fixture(scope="module")
+def cray_root(tmp_path_factory):
+    return cray_tree.cray_tree(tmp_path_factory.mktemp("cray"))
+
+
+@pytest.mark.parametrize("site", CRAY_SITES)
+def test_the_plan_carries_the_sites_published_extras(cray_root, site):
+    config = sites.get(site).bind
+    plan = plans.make_plan(
+        site, view=loader.View(cray_root), prefix=cray_tree.CRAY_MPICH, environ=ENVIRON
+    )
+    assert set(config["bind_libraries"]) <= set(plan.links)
+    assert "libxpmem.so.0" in plan.links and "libmpi.so.12" in plan.links
+    targets = {dst for _, dst in plan.binds}
+    for extra in config["binds"]:
+        assert extra.get("target", extra["path"]) in targets, extra
+    assert plan.env == {k: str(v) for k, v in {**config["env"], **config["bind_env"]}.items()}
+    assert not [a for a in plan.absent if not a.startswith("/dev/")]  # devices: not here
+
+
+@pytest.mark.parametrize("site", CRAY_SITES)
+def test_the_plan_renders_for_the_sites_runtime(cray_root, site):
+    plan = plans.make_plan(
+        site, view=loader.View(cray_root), prefix=cray_tree.CRAY_MPICH, environ=ENVIRON
+    )
+    runtime = runtimes.get(plan.runtime)
+    argv = runtime.exec_args(plan, "app.sif", ["true"])
+    assert argv[:2] == [{"singularity": "singularity"}.get(plan.runtime, "apptainer"), "exec"]
+    exports = runtime.exports(plan)
+    assert "export SINGULARITY_BIND=" in exports
+    assert ("export APPTAINER_BIND=" in exports) == (plan.runtime == "apptainer")
+
+
+def test_archer2_and_setonix_run_singularity_gaea_apptainer():
+    runtime = {s: sites.get(s).bind["runtime"] for s in CRAY_SITES}
+    assert runtime["archer2"] == runtime["setonix"] == "singularity"
+    assert runtime["gaea-c5"] == runtime["gaea-c6"] == "apptainer"
