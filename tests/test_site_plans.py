@@ -53,3 +53,15 @@ def test_archer2_and_setonix_run_singularity_gaea_apptainer():
     runtime = {s: sites.get(s).bind["runtime"] for s in CRAY_SITES}
     assert runtime["archer2"] == runtime["setonix"] == "singularity"
     assert runtime["gaea-c5"] == runtime["gaea-c6"] == "apptainer"
+
+
+def test_bind_env_format_speaks_the_sites_runtime(cray_root, tmp_path):
+    import subprocess
+
+    from conftest import PROJECT_ROOT
+
+    argv = [str(PROJECT_ROOT / "bin/climstack"), "bind", "archer2", "--root", str(cray_root)]
+    argv += ["--format", "env", "--out", str(tmp_path / "plan")]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "export SINGULARITY_BIND=" in proc.stdout and "APPTAINER" not in proc.stdout

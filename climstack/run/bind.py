@@ -49,7 +49,9 @@ def register(commands) -> None:
         )
         out = (args.out or plan.default_directory(made)).resolve()
         # the renderer's bind syntax is checked before anything is written
-        renderer = runtimes.get("apptainer" if args.format == "env" else made.runtime)
+        renderer = runtimes.get(made.runtime)
+        if args.format == "env" and not hasattr(renderer, "exports"):
+            renderer = runtimes.get("apptainer")  # Charliecloud has no variables for binds
         with_links = [*made.binds, [str(out / "lib"), plan.LINKS_DIR]]
         runtimes.check_bind_paths(dataclasses.replace(made, binds=with_links), renderer.SEPARATORS)
         made = plan.write(made, out)
@@ -64,7 +66,7 @@ def register(commands) -> None:
         if args.format == "json":
             print(made.to_json())
         elif args.format == "env":
-            print(runtimes.get("apptainer").exports(made), end="")
+            print(renderer.exports(made), end="")
         else:
             runtime = runtimes.get(made.runtime)
             argv = runtime.exec_args(made, str(args.image), args.program or ["true"])
