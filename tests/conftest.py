@@ -13,6 +13,7 @@ from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, regi
 from climstack.build import environments
 from climstack.config import spack
 from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
+from climstack.pins import cache_dir
 
 # Host-independence: ignore the user's and the system's Spack configuration.
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
@@ -74,35 +75,15 @@ def git_status() -> str:
     ).stdout
 
 
-DAEMONS = pytest.StashKey[set]()
-#: daemons the tests start (the Slurm cluster, spack gpg); each must be stopped by them
-DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd", "gpg-agent")
-
-
-def daemons() -> set[str]:
-    """'pid name' of every running process called one of DAEMON_NAMES."""
-    out = subprocess.run(["ps", "-eo", "pid=,comm="], capture_output=True, text=True).stdout
-    return {
-        " ".join(line.split())
-        for line in out.splitlines()
-        if line.split()[1:] in ([name] for name in DAEMON_NAMES)
-    }
-
-
 def pytest_sessionstart(session):
     session.config.stash[GIT_STATUS] = git_status()
-    session.config.stash[DAEMONS] = daemons()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """No test (and no command a test runs) may change the checkout or leave a daemon."""
+    """No test (and no command a test runs) may change the checkout."""
     before, after = session.config.stash.get(GIT_STATUS, ""), git_status()
     if after != before:
         print(f"\nthe checkout changed during the tests:\n{after}")
-        session.exitstatus = 1
-    left = daemons() - session.config.stash.get(DAEMONS, set())
-    if left:
-        print(f"\ndaemons the tests started are still running: {', '.join(sorted(left))}")
         session.exitstatus = 1
 
 
@@ -111,9 +92,35 @@ def git_status_at_start(request) -> str:
     return request.config.stash[GIT_STATUS]
 
 
+#: daemons the tests start (the Slurm cluster, spack gpg); each must be stopped by them
+DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd", "gpg-agent")
+
+
+def daemons(*marks: str) -> set[str]:
+    """'pid command line' of the running DAEMON_NAMES whose command line names a mark."""
+    out = subprocess.run(["ps", "-eo", "pid=,comm=,args="], capture_output=True, text=True)
+    return {
+        f"{pid} {args}"
+        for pid, comm, args in (line.split(None, 2) for line in out.stdout.splitlines())
+        if comm in DAEMON_NAMES and any(mark in args for mark in marks)
+    }
+
+
 @pytest.fixture(scope="session", autouse=True)
-def stop_gpg_agents():
-    """`spack gpg` starts a gpg-agent per keyring the tests create: stop those at the end."""
+def no_daemons_left(tmp_path_factory):
+    """At the end, no daemon of this session runs: those that state live in its temporary
+    directories or in the user cache (Slurm's munged, slurmctld, slurmd; gpg-agents)."""
+    marks = (str(tmp_path_factory.getbasetemp()), str(cache_dir()))
+    before = daemons(*marks)
+    yield
+    left = daemons(*marks) - before
+    assert not left, "daemons the tests started still run:\n" + "\n".join(sorted(left))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stop_gpg_agents(no_daemons_left):
+    """`spack gpg` starts a gpg-agent per keyring the tests create: stop those at the end
+    (before no_daemons_left looks)."""
     before = _gpg_agent_homes()
     yield
     for home in _gpg_agent_homes() - before:
