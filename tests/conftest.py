@@ -61,9 +61,17 @@ def image(tmp_path_factory):
 
     if not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))):  # what builds and runs it
         pytest.skip(needs_charliecloud.kwargs["reason"])
+    cached = programs.probe_image()
+    before = tree(cached)
     copy = tmp_path_factory.mktemp("image") / "probe"
-    subprocess.run(["cp", "-al", str(programs.probe_image()), str(copy)], check=True)
-    return copy
+    subprocess.run(["cp", "-al", str(cached), str(copy)], check=True)
+    yield copy
+    assert tree(cached) == before, f"the tests changed the cached image {cached}"
+
+
+def tree(root) -> set[str]:
+    """Every path under root (what prepare_image would add to)."""
+    return {os.path.join(top, name) for top, dirs, files in os.walk(root) for name in dirs + files}
 
 
 GIT_STATUS = pytest.StashKey[str]()

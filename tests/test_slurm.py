@@ -168,3 +168,12 @@ def test_cli_preflight_refuses_an_executable_the_host_cannot_run(image, tmp_path
     assert f"--bind={plan.directory}/lib:{plans.LINKS_DIR}" in text  # the plan, on ch-run
     syntax = subprocess.run(["bash", "-n", str(job)], capture_output=True, text=True)
     assert syntax.returncode == 0, syntax.stderr
+
+
+def test_a_timed_out_job_is_cancelled(cluster, tmp_path):
+    """sbatch --wait gives up after its timeout; the job must not outlive the test."""
+    script = tmp_path / "sleep.sh"
+    script.write_text("#!/bin/bash\nsleep 600\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        cluster.sbatch_wait(script, timeout=5)
+    assert cluster.run("squeue", "-h", "-o", "%i").stdout.strip() == ""

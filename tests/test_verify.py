@@ -244,3 +244,15 @@ def test_fortran_library_from_the_image_with_c_from_the_host_is_refused(image, p
     report = verify.check(f"{BIN}/mpi3f", plans["mpich-3.4.3"], image)
     assert not report.ok
     assert any("libmpifort.so.12" in p for p in report.problems), report.problems
+
+
+def test_probe_image_key_covers_gfortran(monkeypatch, tmp_path):
+    """Without gfortran the image has no mpi3f/mpi41f: it must be another cached image."""
+    true = shutil.which("true")
+    path = [d for d in os.environ["PATH"].split(":") if not Path(d, "gfortran").exists()]
+    monkeypatch.setenv("PATH", ":".join(path))
+    assert shutil.which("gfortran") is None
+    without = helpers.probe_image_key()
+    (tmp_path / "gfortran").symlink_to(true)
+    monkeypatch.setenv("PATH", ":".join([str(tmp_path), *path]))
+    assert helpers.probe_image_key() != without

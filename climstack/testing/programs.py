@@ -246,10 +246,9 @@ def base_image() -> Path:
     return atomic.directory(pins.cache_dir() / "images" / "bind-bookworm", fill)
 
 
-def probe_image() -> Path:
-    """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and, in /opt/probe/bin,
-    mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 and Intel's IMB-MPI1."""
-    key = stamp.digest(
+def probe_image_key() -> str:
+    """Digest of every input of the probe image, gfortran's presence included."""
+    return stamp.digest(
         PROBE_SOURCE,
         MPI4_SOURCE,
         MPI41_SOURCE,
@@ -260,7 +259,12 @@ def probe_image() -> Path:
         f"gfortran: {bool(shutil.which('gfortran'))}",  # decides whether mpi3f/mpi41f exist
         length=10,
     )
-    final = pins.cache_dir() / "images" / f"bind-probe-{key}"
+
+
+def probe_image() -> Path:
+    """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and, in /opt/probe/bin,
+    mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 and Intel's IMB-MPI1."""
+    final = pins.cache_dir() / "images" / f"bind-probe-{probe_image_key()}"
 
     def fill(work: Path):
         subprocess.run(["cp", "-a", f"{base_image()}/.", str(work)], check=True)
