@@ -203,7 +203,7 @@ def test_buildcache_install_refuses_a_file_that_is_no_lockfile(tmp_path):
 
 @pytest.mark.parametrize("action", ["create", "fill-debian"])
 def test_source_mirror_refuses_an_unconcretized_environment_and_a_file(tmp_path, action):
-    env = env_dir(tmp_path, STACK + "  - ../../site/local\n  specs: [zlib]\n")
+    env = env_dir(tmp_path, STACK + f"  - {PROJECT_ROOT}/site/local\n  specs: [zlib]\n")
     mirror = tmp_path / "mirror"
     refused("source-mirror", action, env, mirror, wrong=["not concretized"], fix=["concretize"])
     assert not mirror.exists()
