@@ -392,7 +392,7 @@ def test_cli_writes_the_plan_and_warns_about_absent_extras(cray_root, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "site extra absent on this host: /dev/xpmem" in proc.stderr
-    assert "export APPTAINERENV_LD_LIBRARY_PATH=/opt/climstack/bind/lib" in proc.stdout
+    assert "export SINGULARITYENV_LD_LIBRARY_PATH=/opt/climstack/bind/lib" in proc.stdout
     assert (tmp_path / "lib" / "libmpi.so.12").is_symlink()
 
 
