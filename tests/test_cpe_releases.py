@@ -4,9 +4,9 @@
 import pytest
 
 from climstack.config import cray_pe, sites
-from climstack.config.drift import pinned_modules
+from climstack.config.drift import cray_sites, pinned_modules
 
-CRAY_SITES = [s for s in sites.known_sites() if pinned_modules(sites.get(s))]
+CRAY_SITES = cray_sites()
 
 
 def test_the_cray_sites_are_found():

@@ -5,13 +5,13 @@ for the runtime the site runs (Singularity on ARCHER2 and Setonix, Apptainer on 
 import pytest
 
 from climstack.config import sites
-from climstack.config.drift import pinned_modules
+from climstack.config.drift import cray_sites
 from climstack.run import loader
 from climstack.run import plan as plans
 from climstack.run import runtimes
 from climstack.testing import cray_tree
 
-CRAY_SITES = [s for s in sites.known_sites() if pinned_modules(sites.get(s))]
+CRAY_SITES = cray_sites()
 #: the module environment: this tree's libfabric (each site pins its own version)
 ENVIRON = {"LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"}
 

@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from climstack.config import inputs, sites
 from climstack.errors import ClimstackError
 
 
@@ -223,8 +224,6 @@ def _lua_value(expression: str, names: dict, where: str) -> str:
 # -- which versions ship together (site/cray-ex/cpe-releases.yaml) ------------------------
 def release_table() -> dict[str, dict[str, str]]:
     """CPE release -> {module: version}, from LUMI's published tables."""
-    from climstack.config import inputs, sites
-
     path = sites.SITES_DIR / "cray-ex" / "cpe-releases.yaml"
     data = inputs.parse_yaml(path, "restore it from git") or {}
     return {str(r): {m: str(v) for m, v in c.items()} for r, c in data["releases"].items()}

@@ -49,27 +49,29 @@ def pinned_version(component: Component, external: dict) -> str | None:
     return None
 
 
-def pinned_modules(site: sites.Site) -> dict[str, str]:
-    """{module: version} of the scope's Cray PE externals (what its prefixes point at)."""
-    found = {}
-    for package, component in COMPONENTS.items():
-        for external in site.externals(package):
-            version = pinned_version(component, external)
-            if version and version[:1].isdigit():
-                found[component.module] = version
-    return found
-
-
-def check(site: sites.Site, pe: CrayPe) -> list[Finding]:
-    findings = []
+def pe_externals(site: sites.Site):
+    """(package, external, component, pinned version) of each Cray PE external."""
     for package, component in COMPONENTS.items():
         for external in site.externals(package):
             pinned = pinned_version(component, external)
-            if pinned is None:
-                continue
-            finding = Finding(package, external, component, pinned)
-            _compare(finding, pe)
-            findings.append(finding)
+            if pinned is not None:
+                yield package, external, component, pinned
+
+
+def pinned_modules(site: sites.Site) -> dict[str, str]:
+    """{module: version} of the scope's Cray PE externals (what its prefixes point at)."""
+    return {c.module: v for _, _, c, v in pe_externals(site) if v[:1].isdigit()}
+
+
+def cray_sites() -> list[str]:
+    """The sites whose scope has Cray PE externals (archer2, gaea-c6, ...)."""
+    return [name for name in sites.known_sites() if pinned_modules(sites.get(name))]
+
+
+def check(site: sites.Site, pe: CrayPe) -> list[Finding]:
+    findings = [Finding(*found) for found in pe_externals(site)]
+    for finding in findings:
+        _compare(finding, pe)
     if not findings:
         raise ClimstackError(
             f"site {site.name} ({site.path}) has no Cray PE externals",
