@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "climstack.build.smoke",
     "climstack.build.containers",
     "climstack.build.image",
+    "climstack.build.sif",
     "climstack.build.buildcache",
     "climstack.build.source_mirror",
     "climstack.run.bind",

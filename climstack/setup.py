@@ -1,5 +1,6 @@
 """Install the pinned Spack and builtin repository into the user-level cache, offline-capably,
-and detect this host's compilers and build tools once into a scope of their own.
+detect this host's compilers and build tools once into a scope of their own, and, where
+the system has no Apptainer, make the one the project provides (climstack.run.sid_apptainer).
 
 Each clone is made in a temporary directory beside its final place and moved in only after
 its commit (and, for Spack, its reported version) has been checked, so an interrupted or
@@ -7,6 +8,7 @@ failed setup never leaves a half-written cache behind. A second run finds the cl
 touches no network.
 """
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import yaml
 from climstack import pins
 from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
+from climstack.run import sid_apptainer
 
 CLONE_TIMEOUT_S = 900
 
@@ -179,6 +182,8 @@ def main() -> int:
         ensure_clone(pins.SPACK_PACKAGES)
         configure_spack(spack_root)
         find_local_externals()
+        if not shutil.which("apptainer"):  # ARCHER2 and Gaea have their own
+            sid_apptainer.ensure_rootfs()
     except ClimstackError as err:
         print(f"setup: error: {err}", file=sys.stderr)
         return 2

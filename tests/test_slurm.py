@@ -12,6 +12,7 @@ import slurm_cluster
 from climstack import pins
 from climstack.run import loader, slurm
 from climstack.run import plan as plans
+from climstack.run.runtimes import apptainer
 from climstack.testing import cray_tree
 from climstack.errors import ClimstackError
 
@@ -75,6 +76,41 @@ def test_hybrid_mode_job_uses_the_images_mpi(cluster, image, tmp_path):
     code, output = submit(cluster, text, tmp_path, "hybrid")
     assert code == 0, output
     assert "library: MPICH Version:      5.0.2" in output and "ranks: 2" in output
+
+
+def test_apptainer_job_written_by_the_cli(cluster, image, tmp_path):
+    """`climstack bind --runtime apptainer` then `climstack slurm`: the job's exports carry
+    the plan to `apptainer exec` on each rank (the provided Apptainer on this machine)."""
+    tool = str(pins.PROJECT_ROOT / "bin" / "climstack")
+    plan_dir, job = tmp_path / "plan", tmp_path / "job.sh"
+    for args in (
+        ["bind", "local", "--runtime", "apptainer", "--out", plan_dir],
+        [
+            "slurm",
+            "local",
+            "--plan",
+            plan_dir,
+            "--image",
+            image,
+            "--nodes",
+            "2",
+            "--ntasks",
+            "2",
+            "--output",
+            job,
+            "--command",
+            PROBE,
+        ],
+    ):
+        proc = subprocess.run([tool, *map(str, args)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    text = job.read_text()
+    assert "export APPTAINER_BIND=" in text
+    assert f"--ntasks=2 {apptainer.on_this_machine()} exec {image} {PROBE}" in text
+    code, output = cluster.sbatch_wait(job)
+    assert code == 0, output
+    assert "library: MPICH Version:\t4.0.2" in output and "ranks: 2" in output
+    assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in output
 
 
 def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):

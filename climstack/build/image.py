@@ -9,6 +9,7 @@ difference: MPICH is PyPI's relocatable mpich wheel declared external
 (containers/local-image), because upstream tarballs cannot be downloaded here.
 """
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -23,11 +24,20 @@ from climstack.build import containers, environments
 from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
 
-BASE_PACKAGES = ("build-essential", "python3", "python3-pyelftools", "patchelf", "file",
-                 "ca-certificates", "binutils")
+BASE_PACKAGES = (
+    "build-essential",
+    "python3",
+    "python3-pyelftools",
+    "patchelf",
+    "file",
+    "ca-certificates",
+    "binutils",
+)
 WHEEL_MPICH = "3.4.3"
 IMAGE_ENV = "/opt/climstack/containers/env"
 VIEW = "/opt/views/view"
+#: what the build stage leaves beside the view; a change rebuilds cached images
+STAGE_OUTPUTS = ("/opt/climstack/environment-hash", f"{IMAGE_ENV}/environment_modifications.sh")
 
 
 def _need(tool: str, package: str) -> str:
@@ -46,8 +56,17 @@ def base_rootfs() -> Path:
         tarball.parent.mkdir(parents=True, exist_ok=True)
         partial = tarball.with_suffix(".partial.tar")
         with progress.step("mmdebstrap of the Debian 12 base (once)"):
-            process.run(["mmdebstrap", "--variant=apt", f"--include={','.join(BASE_PACKAGES)}",
-                         "bookworm", partial], "mmdebstrap of Debian 12", timeout=1800)
+            process.run(
+                [
+                    "mmdebstrap",
+                    "--variant=apt",
+                    f"--include={','.join(BASE_PACKAGES)}",
+                    "bookworm",
+                    partial,
+                ],
+                "mmdebstrap of Debian 12",
+                timeout=1800,
+            )
         partial.replace(tarball)
     return tarball
 
@@ -57,8 +76,20 @@ def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
     wheels = pins.cache_dir() / "wheels"
     found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
     if not found:
-        process.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", wheels,
-                     f"mpich=={version}"], f"download of PyPI mpich {version}")
+        process.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                wheels,
+                f"mpich=={version}",
+            ],
+            f"download of PyPI mpich {version}",
+        )
         found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
     return found[0]
 
@@ -89,8 +120,14 @@ def _ch_run(image: Path, *command: str, cwd: str = "/") -> subprocess.CompletedP
 def _stamp(recipe_text: str) -> str:
     """Digest of everything the image is made from: recipe, its %files, the wheel scope."""
     sources = [pins.PROJECT_ROOT / source for source, _ in recipe_files(recipe_text)]
-    return stamp.digest(recipe_text, WHEEL_MPICH, *sources,
-                        pins.PROJECT_ROOT / "containers" / "local-image", length=64)
+    return stamp.digest(
+        recipe_text,
+        WHEEL_MPICH,
+        *STAGE_OUTPUTS,
+        *sources,
+        pins.PROJECT_ROOT / "containers" / "local-image",
+        length=64,
+    )
 
 
 def build(name: str, destination: Path, force: bool = False) -> Path:
@@ -102,8 +139,10 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
     stamp_file = destination / "opt" / "climstack" / "image-inputs.sha256"
     if not force and stamp.current(stamp_file, stamp_value):
         return destination
-    if destination.exists() and not stamp_file.is_file() and (
-        not destination.is_dir() or any(destination.iterdir())
+    if (
+        destination.exists()
+        and not stamp_file.is_file()
+        and (not destination.is_dir() or any(destination.iterdir()))
     ):  # replacing it would delete whatever it is
         raise ClimstackError(
             f"{destination} exists and is not an image this command built (no {stamp_file})",
@@ -117,11 +156,25 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
                 copy = shutil.copytree if (pins.PROJECT_ROOT / source).is_dir() else shutil.copy2
                 (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
                 copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
-            shutil.copytree(pins.PROJECT_ROOT / "containers" / "local-image",
-                            work / "opt/climstack/containers/local-image")
-            process.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                         "--no-compile", "--prefix", work / f"opt/mpich-{WHEEL_MPICH}",
-                         mpich_wheel()], "installing the mpich wheel")
+            shutil.copytree(
+                pins.PROJECT_ROOT / "containers" / "local-image",
+                work / "opt/climstack/containers/local-image",
+            )
+            process.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-deps",
+                    "--no-compile",
+                    "--prefix",
+                    work / f"opt/mpich-{WHEEL_MPICH}",
+                    mpich_wheel(),
+                ],
+                "installing the mpich wheel",
+            )
         env_in_image = work / IMAGE_ENV.lstrip("/")
         env_in_image.mkdir(parents=True)
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))
@@ -132,8 +185,23 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
         with progress.step("installing the probes in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
         stub = _ch_run(work, spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub").stdout.strip()
-        _ch_run(work, "python3", "-m", "climstack.build.image_check", VIEW, "--link-xpmem",
-                f"{stub}/lib", cwd="/opt/climstack")
+        _ch_run(
+            work,
+            "python3",
+            "-m",
+            "climstack.build.image_check",
+            VIEW,
+            "--link-xpmem",
+            f"{stub}/lib",
+            cwd="/opt/climstack",
+        )
+        # as the recipe's build stage: what its final stage turns into a label and variables
+        lock = (env_in_image / "spack.lock").read_bytes()
+        (work / STAGE_OUTPUTS[0].lstrip("/")).write_text(
+            hashlib.sha256(lock).hexdigest()[:16] + "\n"
+        )
+        modifications = _ch_run(work, spack, "env", "activate", "--sh", "-d", IMAGE_ENV).stdout
+        (work / STAGE_OUTPUTS[1].lstrip("/")).write_text(modifications)
         (work / stamp_file.relative_to(destination)).write_text(stamp_value)
 
     return atomic.directory(destination, fill, replace=True)
@@ -151,8 +219,11 @@ def register(commands) -> None:
         size = process.run(["du", "-sm", destination], "du").stdout.split()[0]
         print(f"{destination}: ready in {time.monotonic() - start:.0f} s, {size} MB")
 
-    sub = commands.add_parser("image", help="build a Charliecloud image directory equivalent "
-                              "to a container recipe's final stage (this machine's stand-in)")
+    sub = commands.add_parser(
+        "image",
+        help="build a Charliecloud image directory equivalent "
+        "to a container recipe's final stage (this machine's stand-in)",
+    )
     sub.add_argument("environment", nargs="?", default="container-archer2")
     sub.add_argument("destination", nargs="?", type=Path, help="default: user cache/images/ENV")
     sub.add_argument("--force", action="store_true", help="rebuild even if inputs are unchanged")

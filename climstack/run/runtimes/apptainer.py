@@ -1,14 +1,29 @@
 """Apptainer: `apptainer exec -B ... --env ...`, or APPTAINER_BIND and APPTAINERENV_*
-exports in a job (with the SINGULARITY* spellings too, which Apptainer also reads)."""
+exports in a job (with the SINGULARITY* spellings too, which Apptainer also reads).
+On this machine without a system `apptainer`, the one the project provides (bin/apptainer,
+climstack.run.sid_apptainer); a Cray site's own everywhere else."""
 
 import shlex
+import shutil
 
+from climstack.pins import PROJECT_ROOT
 from climstack.run.runtimes import check_bind_paths
 
 NAME = "apptainer"
 SEPARATORS = ",:"
 #: the command, and the prefixes of the variables it reads (first wins)
 PROGRAM, PREFIXES = "apptainer", ("APPTAINER", "SINGULARITY")
+PROVIDED = PROJECT_ROOT / "bin" / "apptainer"
+
+
+def on_this_machine() -> str:
+    """The system's apptainer, else the one the project provides."""
+    return PROGRAM if shutil.which(PROGRAM) else str(PROVIDED)
+
+
+def program(plan, name: str = PROGRAM) -> str:
+    """The command a plan runs: this machine's for site local, else the site's own."""
+    return on_this_machine() if name == PROGRAM and plan.site == "local" else name
 
 
 def exports(plan, prefixes=PREFIXES) -> str:
@@ -23,9 +38,9 @@ def exports(plan, prefixes=PREFIXES) -> str:
     return "\n".join(lines) + "\n"
 
 
-def exec_args(plan, image: str, command: list[str], program=PROGRAM) -> list[str]:
+def exec_args(plan, image: str, command: list[str], name=PROGRAM) -> list[str]:
     check_bind_paths(plan, SEPARATORS)
-    args = [program, "exec"]
+    args = [program(plan, name), "exec"]
     for src, dst in plan.binds:
         args += ["-B", f"{src}:{dst}"]
     for key, value in plan.runtime_env().items():
@@ -33,10 +48,10 @@ def exec_args(plan, image: str, command: list[str], program=PROGRAM) -> list[str
     return [*args, image, *command]
 
 
-def job_lines(plan, image: str, command: list[str], program=PROGRAM, prefixes=PREFIXES):
+def job_lines(plan, image: str, command: list[str], name=PROGRAM, prefixes=PREFIXES):
     """(lines before srun, the per-rank command): the exports carry the plan."""
     lines = exports(plan, prefixes).splitlines()
-    return lines, shlex.join([program, "exec", image, *command])
+    return lines, shlex.join([program(plan, name), "exec", image, *command])
 
 
 def check_image(plan, image) -> None:

