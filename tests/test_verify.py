@@ -1,6 +1,7 @@
 """verify: symbol by symbol, on real MPI libraries, then proven by running the programs."""
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -72,6 +73,23 @@ def test_mpi4_program_refused_on_mpich_343_host_and_fails_as_predicted(image, pl
     proc = run_in(plans["mpich-3.4.3"], image, f"{BIN}/mpi4", helpers.mpich("3.4.3"))
     assert proc.returncode != 0
     assert "undefined symbol: MPI_Info_create_env" in proc.stderr
+
+
+def test_host_mpi_needing_a_newer_glibc_is_refused_and_fails_as_predicted(image, tmp_path):
+    """A host (Debian sid, glibc 2.41+) whose MPICH needs GLIBC_2.38 and newer, bound into
+    our Debian 12 image (glibc 2.36): verify names the versions, and ld.so agrees."""
+    view = loader.View(helpers.newer_glibc_host())
+    plan = planner.write(planner.make_plan("local", view=view, environ={}), tmp_path)
+    planner.prepare_image(plan, image)
+    report = verify.check(f"{BIN}/mpi-probe", plan, image)
+    assert not report.ok and "GLIBC_2.38" in report.glibc_missing
+    assert f"need {', '.join(report.glibc_missing)} from the image's C library" in verify.render(
+        report
+    )
+    proc = verify.run_probe(plan, image, f"{BIN}/mpi-probe", [])
+    refused = set(re.findall(r"version `(GLIBC_[\d.]+)' not found", proc.stderr))
+    assert proc.returncode != 0 and "GLIBC_2.38" in refused, proc.stderr[-2000:]
+    assert refused <= set(report.glibc_missing)  # ld.so names nothing verify did not
 
 
 def test_mpi41_program_refused_on_debian_mpich_402_and_fails_as_predicted(image, plans):
