@@ -170,9 +170,11 @@ class DebianSources:
                                  f"{filename} (sources {self.sources_file})",
                                  fix="run `apt-get update` with those sources again")
         target = into / filename
+        # apt's messages in English whatever the user's locale: the check below reads them
         proc = process.run(["/usr/lib/apt/apt-helper", *self._options(), "download-file",
                             uris[0], target, f"SHA256:{sha256}"], f"downloading {uris[0]}",
-                           timeout=1800, check=False)
+                           timeout=1800, check=False,
+                           env=process.environ(LC_ALL="C.UTF-8", LANGUAGE=None))
         if "Hash Sum mismatch" in proc.stdout + proc.stderr:
             raise ClimstackError(f"{uris[0]} ({package} {version}) does not have the sha256 "
                                  f"{sha256} that its Sources index and Spack's recipe give; "
