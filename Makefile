@@ -1,6 +1,7 @@
 # The two commands a newcomer needs (see README.md):
 #   make local   set up, concretize every environment, emit the container recipes,
-#                install and run the local smoke slice
+#                install and run the local smoke slice, build the ARCHER2 image and its
+#                SIF (Apptainer runs the recipe's %test: image check + mpi-probe)
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 
@@ -11,6 +12,7 @@ local: setup
 	bin/climstack concretize
 	bin/climstack containerize
 	bin/climstack smoke local
+	bin/climstack sif container-archer2
 
 test: setup
 	.venv/bin/python -m pytest -v -rfEs tests

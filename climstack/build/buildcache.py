@@ -41,13 +41,22 @@ def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
 
 # --- signing keys -----------------------------------------------------------------------
 
-def gpg_create(name: str, email: str, public: Path, secret: Path | None = None,
-               run=spack.run) -> None:
+
+def gpg_create(
+    name: str, email: str, public: Path, secret: Path | None = None, run=spack.run
+) -> None:
     """Create the centre's signing key; export the public half (and the secret, to back up)."""
     for path in filter(None, (public, secret)):  # checked before a key exists
         writable_destination(path, mkdir=True)
-    args = [*GPG, "gpg", "create", "--comment", "climstack buildcache signing key",
-            "--export", str(public)]
+    args = [
+        *GPG,
+        "gpg",
+        "create",
+        "--comment",
+        "climstack buildcache signing key",
+        "--export",
+        str(public),
+    ]
     if secret:
         args += ["--export-secret", str(secret)]
     run(*args, name, email)
@@ -68,8 +77,10 @@ def writable_destination(path: Path, mkdir: bool = False) -> None:
     elif not what and not (parent.is_dir() and os.access(parent, os.W_OK)):
         what = f"its directory {parent} does not exist or is not writable"
     if what:
-        raise ClimstackError(f"cannot write the key file {path}: {what}",
-                             fix="give a file path in an existing, writable directory")
+        raise ClimstackError(
+            f"cannot write the key file {path}: {what}",
+            fix="give a file path in an existing, writable directory",
+        )
 
 
 def gpg_export(dest: Path, secret: bool = False, run=spack.run) -> None:
@@ -80,28 +91,37 @@ def gpg_export(dest: Path, secret: bool = False, run=spack.run) -> None:
 def gpg_trust(keyfile: Path, run=spack.run) -> None:
     """Import a public key (another centre's) into this Spack's keyring, as trusted."""
     if not keyfile.is_file():
-        raise ClimstackError(f"no key file {keyfile}",
-                             fix="ask the building centre for its `climstack buildcache key "
-                             "export` output (the .pub file, never the secret key)")
+        raise ClimstackError(
+            f"no key file {keyfile}",
+            fix="ask the building centre for its `climstack buildcache key "
+            "export` output (the .pub file, never the secret key)",
+        )
     run(*GPG, "gpg", "trust", str(keyfile))
 
 
 def gpg_fingerprints(run=spack.run) -> list[str]:
     """Fingerprints of the secret (signing) keys in this Spack's keyring."""
     out = run(*GPG, "gpg", "list", "--signing").stdout
-    return [word for word in out.split()
-            if len(word) == 40 and all(c in "0123456789ABCDEF" for c in word)]
+    return [
+        word
+        for word in out.split()
+        if len(word) == 40 and all(c in "0123456789ABCDEF" for c in word)
+    ]
 
 
 def tracked_secret_keys(repo: Path = PROJECT_ROOT) -> list[str]:
     """Files git tracks in repo that hold a secret PGP key (armoured export)."""
     mark = b"BEGIN PGP " + b"PRIVATE KEY"  # split, so this file is no match itself
     names = process.run(["git", "-C", repo, "ls-files", "-z"], "git ls-files").stdout.split("\0")
-    return [name for name in names if name and (repo / name).is_file()
-            and mark in (repo / name).read_bytes()]
+    return [
+        name
+        for name in names
+        if name and (repo / name).is_file() and mark in (repo / name).read_bytes()
+    ]
 
 
 # --- mirrors ----------------------------------------------------------------------------
+
 
 def mirror_url(location: str) -> str:
     """A URL for a mirror given as a URL or a directory."""
@@ -116,44 +136,73 @@ def check_reachable(url: str, timeout: float = 5.0) -> None:
     if parsed.scheme == "file":
         path = Path(urllib.parse.unquote(parsed.path))
         if not path.is_dir():
-            raise ClimstackError(f"buildcache {url}: no such directory {path}",
-                                 fix="mount the shared filesystem or correct the mirror URL "
-                                 "(site/<site>/mirrors.yaml or --mirror)")
+            raise ClimstackError(
+                f"buildcache {url}: no such directory {path}",
+                fix="mount the shared filesystem or correct the mirror URL "
+                "(site/<site>/mirrors.yaml or --mirror)",
+            )
         return
     if parsed.scheme not in ("http", "https", "oci", "s3", "gs"):
-        raise ClimstackError(f"buildcache {url}: unsupported URL scheme '{parsed.scheme}'",
-                             fix="use file://, https:// or oci://")
+        raise ClimstackError(
+            f"buildcache {url}: unsupported URL scheme '{parsed.scheme}'",
+            fix="use file://, https:// or oci://",
+        )
     host = parsed.hostname or ""
     port = parsed.port or (80 if parsed.scheme == "http" else 443)
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
     except OSError as err:
-        raise ClimstackError(f"buildcache {url} is unreachable ({host}:{port}: {err})",
-                             fix="check the network/VPN to that host, or use a filesystem "
-                             "mirror (file://) that a login node can see") from err
+        raise ClimstackError(
+            f"buildcache {url} is unreachable ({host}:{port}: {err})",
+            fix="check the network/VPN to that host, or use a filesystem "
+            "mirror (file://) that a login node can see",
+        ) from err
 
 
-def mirror_add(url: str, unsigned: bool = False, env: Path | None = None, run=spack.run,
-               name: str = MIRROR_NAME) -> None:
+def mirror_add(
+    url: str,
+    unsigned: bool = False,
+    env: Path | None = None,
+    run=spack.run,
+    name: str = MIRROR_NAME,
+) -> None:
     """Register a binary mirror in the environment (or the user scope without one)."""
     scope = ["--scope", f"env:{env}"] if env else ["--scope", "user"]
     run("mirror", "remove", *scope, name, env=env, check=False)
-    run("mirror", "add", *scope, "--type", "binary",
-        "--unsigned" if unsigned else "--signed", name, url, env=env)
+    run(
+        "mirror",
+        "add",
+        *scope,
+        "--type",
+        "binary",
+        "--unsigned" if unsigned else "--signed",
+        name,
+        url,
+        env=env,
+    )
 
 
 # --- push, install, list ----------------------------------------------------------------
 
+
 def check_signing_key(unsigned: bool, run=spack.run) -> None:
     if not unsigned and not gpg_fingerprints(run):
-        raise ClimstackError("no signing key in this Spack's keyring",
-                             fix="`climstack buildcache key create NAME EMAIL`, or import the "
-                             "centre's key with `spack gpg trust SECRET.key`; or --unsigned")
+        raise ClimstackError(
+            "no signing key in this Spack's keyring",
+            fix="`climstack buildcache key create NAME EMAIL`, or import the "
+            "centre's key with `spack gpg trust SECRET.key`; or --unsigned",
+        )
 
 
-def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False,
-         force: bool = False, run=spack.run) -> str:
+def push(
+    env_dir: Path,
+    url: str,
+    key: str | None = None,
+    unsigned: bool = False,
+    force: bool = False,
+    run=spack.run,
+) -> str:
     """Push the environment's installed specs (and runtime deps) signed, then reindex."""
     local = url.startswith("file://")
     if not local:
@@ -167,10 +216,12 @@ def push(env_dir: Path, url: str, key: str | None = None, unsigned: bool = False
     args += ["--force"] if force else []  # replace tarballs already in the cache
     proc = run(*args, url, env=env_dir, check=False)
     if proc.returncode != 0:
-        raise ClimstackError(f"pushing {env_dir} to {url} failed:\n"
-                             + (proc.stderr.strip() or proc.stdout.strip())[-2000:],
-                             fix=f"install it first (`spack -e {env_dir} install`); a signing "
-                             "key must be trusted (`spack gpg list --signing`)")
+        raise ClimstackError(
+            f"pushing {env_dir} to {url} failed:\n"
+            + (proc.stderr.strip() or proc.stdout.strip())[-2000:],
+            fix=f"install it first (`spack -e {env_dir} install`); a signing "
+            "key must be trusted (`spack gpg list --signing`)",
+        )
     return proc.stdout
 
 
@@ -180,10 +231,12 @@ def tarball_of(cache_dir: Path, name: str) -> Path:
     specs = cache_dir / "v3" / "manifests" / "spec" / name
     manifests = sorted(specs.glob("*.spec.manifest.json"))
     if not manifests:
-        raise ClimstackError(f"no {name} in buildcache {cache_dir}",
-                             fix="push it first (`climstack buildcache push`)")
+        raise ClimstackError(
+            f"no {name} in buildcache {cache_dir}",
+            fix="push it first (`climstack buildcache push`)",
+        )
     text = manifests[0].read_text()
-    body = text[text.index("{"):text.rindex("}") + 1]  # inside the clearsigned envelope
+    body = text[text.index("{") : text.rindex("}") + 1]  # inside the clearsigned envelope
     blob = next(b for b in json.loads(body)["data"] if "install" in b["mediaType"])
     return cache_dir / "blobs" / "sha256" / blob["checksum"][:2] / blob["checksum"]
 
@@ -192,9 +245,10 @@ def lock_roots(lock: Path) -> list[str]:
     try:
         return [root["spec"] for root in json.loads(lock.read_text())["roots"]]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ClimstackError(f"{lock} is not a Spack lockfile ({err})",
-                             fix="pass the spack.lock of the environment the building centre "
-                             "pushed") from err
+        raise ClimstackError(
+            f"{lock} is not a Spack lockfile ({err})",
+            fix="pass the spack.lock of the environment the building centre " "pushed",
+        ) from err
 
 
 def env_from_lock(lock: Path, env_dir: Path) -> Path:
@@ -222,13 +276,22 @@ def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> s
 
 #: Spack's reason for refusing a binary (buildcache layout v3) -> our advice
 REFUSALS = (
-    ("checksum failed", "a tarball in the cache does not match its signed manifest: it is "
-     "corrupted or was tampered with. Have the building centre push it again "
-     "(`climstack buildcache push --force`); never skip the check"),
-    ("Required signature was not found", "the cache is unsigned. Ask the building centre to "
-     "push signed; only if you accept unverified binaries, pass --unsigned"),
-    ("Signature could not be verified", "the cache is signed by a key this Spack does not "
-     "trust: `climstack buildcache key trust <building centre's key>.pub`"),
+    (
+        "checksum failed",
+        "a tarball in the cache does not match its signed manifest: it is "
+        "corrupted or was tampered with. Have the building centre push it again "
+        "(`climstack buildcache push --force`); never skip the check",
+    ),
+    (
+        "Required signature was not found",
+        "the cache is unsigned. Ask the building centre to "
+        "push signed; only if you accept unverified binaries, pass --unsigned",
+    ),
+    (
+        "Signature could not be verified",
+        "the cache is signed by a key this Spack does not "
+        "trust: `climstack buildcache key trust <building centre's key>.pub`",
+    ),
 )
 
 
@@ -245,7 +308,8 @@ def install_error(url: str, output: str) -> ClimstackError:
         reasons = errors[-4:] or [output.strip()[-2000:]]
     return ClimstackError(
         f"installing from buildcache {url} was refused:\n" + "\n".join(dict.fromkeys(reasons)),
-        fix="; ".join(fixes) or "check the cache holds every spec (`climstack buildcache list`)")
+        fix="; ".join(fixes) or "check the cache holds every spec (`climstack buildcache list`)",
+    )
 
 
 _LIST = r"""
@@ -281,8 +345,11 @@ def select(specs: list[dict], target: str | None = None, lock: Path | None = Non
 
 
 def register(commands) -> None:
-    sub = commands.add_parser("buildcache", help="share builds between centres: signing keys, "
-                              "push to a buildcache, install from it, list it")
+    sub = commands.add_parser(
+        "buildcache",
+        help="share builds between centres: signing keys, "
+        "push to a buildcache, install from it, list it",
+    )
     actions = sub.add_subparsers(dest="action", required=True)
 
     key = actions.add_parser("key", help="`spack gpg`: create, export or trust a signing key")
@@ -290,11 +357,17 @@ def register(commands) -> None:
     create = key_actions.add_parser("create", help="create this centre's signing key")
     create.add_argument("name")
     create.add_argument("email")
-    create.add_argument("--public", default="keys/climstack.pub",
-                        help="where to export the public key (default: %(default)s)")
+    create.add_argument(
+        "--public",
+        default="keys/climstack.pub",
+        help="where to export the public key (default: %(default)s)",
+    )
     create.add_argument("--secret", help="also export the secret key here (keep it out of git)")
-    create.set_defaults(run=lambda a: gpg_create(a.name, a.email, Path(a.public),
-                                                 Path(a.secret) if a.secret else None))
+    create.set_defaults(
+        run=lambda a: gpg_create(
+            a.name, a.email, Path(a.public), Path(a.secret) if a.secret else None
+        )
+    )
     export = key_actions.add_parser("export", help="export public (or --secret) keys")
     export.add_argument("dest")
     export.add_argument("--secret", action="store_true")
@@ -307,8 +380,10 @@ def register(commands) -> None:
         env_dir, url = environments.resolve(args.environment), mirror_url(args.mirror)
         print(push(env_dir, url, args.key, args.unsigned, args.force), end="")
 
-    push_cmd = actions.add_parser("push", help="push an environment's installed specs, signed, "
-                                  "and update the cache's index")
+    push_cmd = actions.add_parser(
+        "push",
+        help="push an environment's installed specs, signed, " "and update the cache's index",
+    )
     push_cmd.add_argument("environment")
     push_cmd.add_argument("mirror", help="directory, file://, https:// or oci:// URL")
     push_cmd.add_argument("--key", help="signing key fingerprint (default: the only one)")
@@ -322,13 +397,15 @@ def register(commands) -> None:
         env_dir = env_from_lock(Path(args.lock), Path(args.into))
         print(install(env_dir, url, args.unsigned), end="")
 
-    install_cmd = actions.add_parser("install", help="install another centre's lockfile from "
-                                     "the buildcache only")
+    install_cmd = actions.add_parser(
+        "install", help="install another centre's lockfile from " "the buildcache only"
+    )
     install_cmd.add_argument("lock", help="the building centre's spack.lock")
     install_cmd.add_argument("mirror", help="directory, file://, https:// or oci:// URL")
     install_cmd.add_argument("--into", required=True, help="environment directory to create")
-    install_cmd.add_argument("--unsigned", action="store_true",
-                             help="accept unsigned binaries (no signature check)")
+    install_cmd.add_argument(
+        "--unsigned", action="store_true", help="accept unsigned binaries (no signature check)"
+    )
     install_cmd.set_defaults(run=run_install)
 
     def run_list(args):
@@ -345,6 +422,9 @@ def register(commands) -> None:
     list_cmd = actions.add_parser("list", help="what a buildcache holds, per target/environment")
     list_cmd.add_argument("mirror")
     list_cmd.add_argument("--target", help="only this target (e.g. zen2, zen3, x86_64)")
-    list_cmd.add_argument("--environment", help="only specs of this environment's lockfile "
-                          "(a site: local, archer2, gaea-c6, container-...)")
+    list_cmd.add_argument(
+        "--environment",
+        help="only specs of this environment's lockfile "
+        "(a site: local, archer2, gaea-c6, container-...)",
+    )
     list_cmd.set_defaults(run=run_list)

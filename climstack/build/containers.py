@@ -40,7 +40,8 @@ def target_site(env_dir: Path) -> str:
     if not isinstance(site, str) or site not in sites.known_sites():
         raise ClimstackError(
             f"{env_dir / 'spack.yaml'}: key spack.container.labels.{SITE_LABEL} is {site!r}, "
-            "not a site", fix=f"set it to one of: {', '.join(sites.known_sites())}",
+            "not a site",
+            fix=f"set it to one of: {', '.join(sites.known_sites())}",
         )
     return site
 
@@ -49,10 +50,12 @@ def site_cray_mpich(site: str) -> str:
     """Version of the cray-mpich external in the site's merged Spack configuration."""
     version = sites.get(site).external_version("cray-mpich")
     if not version:
-        raise ClimstackError(f"site {site} ({sites.get(site).path}) declares no cray-mpich "
-                             "external with a version in its merged packages config",
-                             fix="add the site's cray-mpich under packages:cray-mpich:externals "
-                             "(in the site scope or a scope it includes)")
+        raise ClimstackError(
+            f"site {site} ({sites.get(site).path}) declares no cray-mpich "
+            "external with a version in its merged packages config",
+            fix="add the site's cray-mpich under packages:cray-mpich:externals "
+            "(in the site scope or a scope it includes)",
+        )
     return version
 
 
@@ -103,8 +106,16 @@ def write_recipes(names: list[str], check_only: bool) -> list[str]:
         old = committed.read_text() if committed.exists() else ""
         if check_only:
             if old != text:
-                drifted.append("".join(difflib.unified_diff(
-                    old.splitlines(True), text.splitlines(True), str(committed), "containerize")))
+                drifted.append(
+                    "".join(
+                        difflib.unified_diff(
+                            old.splitlines(True),
+                            text.splitlines(True),
+                            str(committed),
+                            "containerize",
+                        )
+                    )
+                )
         else:
             atomic.write_text(committed, text)
             print(f"{committed.relative_to(PROJECT_ROOT)}: {len(text.splitlines())} lines")
@@ -131,15 +142,20 @@ def register(commands) -> None:
             target_site(env_dir)  # a container environment, before the slow part
             environments.concretize(env_dir)
             mpich = check_mpi(env_dir)
-            print(f"{name}: mpich@{mpich['version']} can be replaced by "
-                  f"cray-mpich {site_cray_mpich(target_site(env_dir))}")
+            print(
+                f"{name}: mpich@{mpich['version']} can be replaced by "
+                f"cray-mpich {site_cray_mpich(target_site(env_dir))}"
+            )
 
     sub = commands.add_parser("containerize", help="emit containers/<site>/app.def recipes")
     sub.add_argument("environments", nargs="*", help="container environments (default: all)")
     sub.add_argument("--check", action="store_true", help="only report drift from the files")
     sub.set_defaults(run=run_containerize)
 
-    sub = commands.add_parser("check-mpi", help="concretize container environments and check "
-                              "their MPICH against the target site's Cray MPICH base")
+    sub = commands.add_parser(
+        "check-mpi",
+        help="concretize container environments and check "
+        "their MPICH against the target site's Cray MPICH base",
+    )
     sub.add_argument("environments", nargs="*", help="container environments (default: all)")
     sub.set_defaults(run=run_check_mpi)

@@ -51,25 +51,33 @@ def manifest(env_dir: Path) -> dict:
     path = env_dir / "spack.yaml"
     data = inputs.parse_yaml(path, MANIFEST_FIX)
     if not isinstance(data, dict) or not isinstance(data.get("spack"), dict):
-        raise ClimstackError(f"{path}: key spack: missing or not a mapping "
-                             f"({'empty file' if data is None else type(data).__name__})",
-                             fix=MANIFEST_FIX)
+        raise ClimstackError(
+            f"{path}: key spack: missing or not a mapping "
+            f"({'empty file' if data is None else type(data).__name__})",
+            fix=MANIFEST_FIX,
+        )
     return data
 
 
 def includes(env_dir: Path) -> list[str]:
     entries = manifest(env_dir)["spack"].get("include") or []
     if not isinstance(entries, list):
-        raise ClimstackError(f"{env_dir / 'spack.yaml'}: key spack.include: expected a list "
-                             f"of paths, found {type(entries).__name__}", fix=MANIFEST_FIX)
-    return [entry if isinstance(entry, str) else str((entry or {}).get("path", ""))
-            for entry in entries]
+        raise ClimstackError(
+            f"{env_dir / 'spack.yaml'}: key spack.include: expected a list "
+            f"of paths, found {type(entries).__name__}",
+            fix=MANIFEST_FIX,
+        )
+    return [
+        entry if isinstance(entry, str) else str((entry or {}).get("path", ""))
+        for entry in entries
+    ]
 
 
 def label(env_dir: Path) -> str:
     """The environment's directory, relative to the project when inside it."""
-    return str(env_dir.relative_to(PROJECT_ROOT) if env_dir.is_relative_to(PROJECT_ROOT)
-               else env_dir)
+    return str(
+        env_dir.relative_to(PROJECT_ROOT) if env_dir.is_relative_to(PROJECT_ROOT) else env_dir
+    )
 
 
 def site_of(env_dir: Path) -> str:
@@ -130,8 +138,9 @@ def check_scope_files(env_dir: Path) -> list[Path]:
         data = inputs.parse_yaml(path, SCOPE_FIX)
         if not isinstance(data, dict) or not data:
             found = "it is empty" if data is None else f"found {type(data).__name__}"
-            raise ClimstackError(f"{path}: expected a mapping of Spack config sections, {found}",
-                                 fix=SCOPE_FIX)
+            raise ClimstackError(
+                f"{path}: expected a mapping of Spack config sections, {found}", fix=SCOPE_FIX
+            )
     return files
 
 
@@ -196,14 +205,19 @@ def register(commands) -> None:
         create_named(args.name, resolve(args.environment or args.name))
         print(f"created: spack env activate {args.name} && spack install")
 
-    sub = commands.add_parser("named-env", help="create a named Spack environment from one "
-                              "of ours (e.g. archer2), usable as `spack env activate archer2`")
+    sub = commands.add_parser(
+        "named-env",
+        help="create a named Spack environment from one "
+        "of ours (e.g. archer2), usable as `spack env activate archer2`",
+    )
     sub.add_argument("name")
     sub.add_argument("environment", nargs="?", help="default: the environment called NAME")
     sub.set_defaults(run=run_named)
 
-    for command, run, text in (("check", run_check, "check environments' site and scopes"),
-                               ("concretize", run_concretize, "concretize environments --fresh")):
+    for command, run, text in (
+        ("check", run_check, "check environments' site and scopes"),
+        ("concretize", run_concretize, "concretize environments --fresh"),
+    ):
         sub = commands.add_parser(command, help=text)
         sub.add_argument("environments", nargs="*", help="names or directories (default: all)")
         sub.set_defaults(run=run)

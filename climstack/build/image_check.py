@@ -31,14 +31,18 @@ def resolve_in(sysroot: Path, path: Path) -> Path:
             if not current.is_symlink():
                 break
             target = Path(os.readlink(current))
-            current = sysroot / target.relative_to("/") if target.is_absolute() \
+            current = (
+                sysroot / target.relative_to("/")
+                if target.is_absolute()
                 else current.parent / target
+            )
     return current
 
 
 def scan(root: Path, sysroot: Path | None = None) -> list[elf.Elf]:
     """Every dynamic ELF file under root, each read once. With `sysroot`, root and every
     symlink below it are read as inside that image directory."""
+
     def resolve(path: Path) -> Path:
         return resolve_in(sysroot, path.relative_to(sysroot)) if sysroot else path.resolve()
 
@@ -97,8 +101,12 @@ def link_xpmem(files: list[elf.Elf], stub_libdir: Path) -> int:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="climstack.build.image_check", description=__doc__)
     parser.add_argument("root", type=Path, help="directory to scan, e.g. /opt/views/view")
-    parser.add_argument("--link-xpmem", type=Path, metavar="STUB_LIBDIR",
-                        help="first add libxpmem.so.0 (from this directory) where missing")
+    parser.add_argument(
+        "--link-xpmem",
+        type=Path,
+        metavar="STUB_LIBDIR",
+        help="first add libxpmem.so.0 (from this directory) where missing",
+    )
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         print(f"image_check: error: {args.root} is not a directory", file=sys.stderr)

@@ -13,16 +13,32 @@ from climstack.errors import ClimstackError
 
 #: (first, last) cray-mpich versions -> ANL MPICH base, with the public source of each claim
 CRAY_MPICH_BASES = (
-    ("7.7.0", "7.7.99", "3.2",
-     "HPE runtime string 'CRAY MPICH version 7.7.15 (ANL base 3.2)' (CSCS ReFrame checks)"),
-    ("8.0.0", "8.0.99", "3.3",
-     "HPE runtime string 'CRAY MPICH version 8.0.16 (ANL base 3.3)' (CSCS ReFrame checks)"),
-    ("8.1.0", "8.1.99", "3.4a2",
-     "HPE CPE release notes 21.08-24.03 (PE-Cray/cpe-changelog, 8.1.8-8.1.29) and "
-     "'Cray MPICH 8.1.30 is based upon ANL MPICH 3.4a2'; runtime strings of 8.1.4 and "
-     "8.1.32 say '(ANL base 3.4a2)'"),
-    ("9.0.0", "9.99.99", "4.1.2",
-     "HPE runtime strings 'CRAY MPICH version 9.0.0.113 (ANL base 4.1.2)', 9.0.1 likewise"),
+    (
+        "7.7.0",
+        "7.7.99",
+        "3.2",
+        "HPE runtime string 'CRAY MPICH version 7.7.15 (ANL base 3.2)' (CSCS ReFrame checks)",
+    ),
+    (
+        "8.0.0",
+        "8.0.99",
+        "3.3",
+        "HPE runtime string 'CRAY MPICH version 8.0.16 (ANL base 3.3)' (CSCS ReFrame checks)",
+    ),
+    (
+        "8.1.0",
+        "8.1.99",
+        "3.4a2",
+        "HPE CPE release notes 21.08-24.03 (PE-Cray/cpe-changelog, 8.1.8-8.1.29) and "
+        "'Cray MPICH 8.1.30 is based upon ANL MPICH 3.4a2'; runtime strings of 8.1.4 and "
+        "8.1.32 say '(ANL base 3.4a2)'",
+    ),
+    (
+        "9.0.0",
+        "9.99.99",
+        "4.1.2",
+        "HPE runtime strings 'CRAY MPICH version 9.0.0.113 (ANL base 4.1.2)', 9.0.1 likewise",
+    ),
 )
 
 

@@ -99,12 +99,17 @@ class DebianSources:
 
     def _apt(self, *args: str, cwd: Path | None = None) -> str:
         if not shutil.which("apt-get"):
-            raise ClimstackError("no apt-get on this machine",
-                                 fix="fill the source mirror on a Debian/Ubuntu machine")
-        return process.run(["apt-get", *self._options(), *args],
-                           f"`apt-get {' '.join(args)}` (sources {self.sources_file})", cwd=cwd,
-                           timeout=600, fix="check that the Debian mirror in the host's apt "
-                           "sources is reachable").stdout
+            raise ClimstackError(
+                "no apt-get on this machine",
+                fix="fill the source mirror on a Debian/Ubuntu machine",
+            )
+        return process.run(
+            ["apt-get", *self._options(), *args],
+            f"`apt-get {' '.join(args)}` (sources {self.sources_file})",
+            cwd=cwd,
+            timeout=600,
+            fix="check that the Debian mirror in the host's apt " "sources is reachable",
+        ).stdout
 
     def write_sources(self) -> Path:
         """deb-src entries for every `deb` entry of the host's apt sources."""
@@ -113,19 +118,26 @@ class DebianSources:
             suites = suites.split()
             if any("-" not in suite for suite in suites):  # the main archive, not -security
                 suites = list(dict.fromkeys(suites + list(self.extra_suites)))
-            fields = {"Types": "deb-src", "URIs": uris, "Suites": " ".join(suites),
-                      "Components": components}
+            fields = {
+                "Types": "deb-src",
+                "URIs": uris,
+                "Suites": " ".join(suites),
+                "Components": components,
+            }
             if signed_by:
                 fields["Signed-By"] = signed_by
             if trusted:  # a local, unsigned archive the host already trusts
                 fields["Trusted"] = trusted
             entries.append("\n".join(f"{key}: {value}" for key, value in fields.items()))
         if not entries:
-            raise ClimstackError(f"no `deb` entries in {' or '.join(map(str, APT_SOURCES))}",
-                                 fix="configure the Debian archive (or a mirror of it) in apt")
+            raise ClimstackError(
+                f"no `deb` entries in {' or '.join(map(str, APT_SOURCES))}",
+                fix="configure the Debian archive (or a mirror of it) in apt",
+            )
         self.sources_file.parent.mkdir(parents=True, exist_ok=True)
-        self.sources_file.write_text("# written by climstack source-mirror\n"
-                                     + "\n\n".join(entries) + "\n")
+        self.sources_file.write_text(
+            "# written by climstack source-mirror\n" + "\n\n".join(entries) + "\n"
+        )
         for sub in ("lists/partial", "cache/archives/partial"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         return self.sources_file
@@ -139,8 +151,9 @@ class DebianSources:
         files = self._apt("indextargets", "--format", "$(FILENAME)", "Identifier: Sources").split()
         found: dict[str, tuple[str, str, str]] = {}
         for name in files:
-            text = process.run(["/usr/lib/apt/apt-helper", "cat-file", name],
-                               f"reading the apt index {name}").stdout
+            text = process.run(
+                ["/usr/lib/apt/apt-helper", "cat-file", name], f"reading the apt index {name}"
+            ).stdout
             for stanza in text.split("\n\n"):
                 package = version = None
                 in_sums = False
@@ -156,35 +169,53 @@ class DebianSources:
                         found.setdefault(sha, (package, version, filename))
         return found
 
-    def download(self, package: str, version: str, filename: str, sha256: str,
-                 into: Path) -> Path:
+    def download(self, package: str, version: str, filename: str, sha256: str, into: Path) -> Path:
         """One file of a source package: `apt-get source --print-uris PACKAGE=VERSION` says
         where, apt-helper fetches it checking its sha256. (A whole `apt-get source
         --download-only` fails when the archive has dropped a superseded .dsc but kept the
         orig tarball, as it has for netcdf 4.9.3-1.)"""
         listing = self._apt("source", "--print-uris", f"{package}={version}")
-        uris = [line.split()[0].strip("'") for line in listing.splitlines()
-                if line.startswith("'") and line.split()[1:2] == [filename]]
+        uris = [
+            line.split()[0].strip("'")
+            for line in listing.splitlines()
+            if line.startswith("'") and line.split()[1:2] == [filename]
+        ]
         if not uris:
-            raise ClimstackError(f"`apt-get source --print-uris {package}={version}` lists no "
-                                 f"{filename} (sources {self.sources_file})",
-                                 fix="run `apt-get update` with those sources again")
+            raise ClimstackError(
+                f"`apt-get source --print-uris {package}={version}` lists no "
+                f"{filename} (sources {self.sources_file})",
+                fix="run `apt-get update` with those sources again",
+            )
         target = into / filename
         # apt's messages in English whatever the user's locale: the check below reads them
-        proc = process.run(["/usr/lib/apt/apt-helper", *self._options(), "download-file",
-                            uris[0], target, f"SHA256:{sha256}"], f"downloading {uris[0]}",
-                           timeout=1800, check=False,
-                           env=process.environ(LC_ALL="C.UTF-8", LANGUAGE=None))
+        proc = process.run(
+            [
+                "/usr/lib/apt/apt-helper",
+                *self._options(),
+                "download-file",
+                uris[0],
+                target,
+                f"SHA256:{sha256}",
+            ],
+            f"downloading {uris[0]}",
+            timeout=1800,
+            check=False,
+            env=process.environ(LC_ALL="C.UTF-8", LANGUAGE=None),
+        )
         if "Hash Sum mismatch" in proc.stdout + proc.stderr:
-            raise ClimstackError(f"{uris[0]} ({package} {version}) does not have the sha256 "
-                                 f"{sha256} that its Sources index and Spack's recipe give; "
-                                 "nothing was added to the mirror",
-                                 fix="re-run to download again; if it persists, the Debian "
-                                 "mirror is corrupt: use another. Never disable Spack's checksums")
+            raise ClimstackError(
+                f"{uris[0]} ({package} {version}) does not have the sha256 "
+                f"{sha256} that its Sources index and Spack's recipe give; "
+                "nothing was added to the mirror",
+                fix="re-run to download again; if it persists, the Debian "
+                "mirror is corrupt: use another. Never disable Spack's checksums",
+            )
         if proc.returncode != 0:
-            raise ClimstackError(f"downloading {uris[0]} failed (exit {proc.returncode}):\n"
-                                 + (proc.stderr or proc.stdout).strip()[-2000:],
-                                 fix="check that the Debian mirror is reachable")
+            raise ClimstackError(
+                f"downloading {uris[0]} failed (exit {proc.returncode}):\n"
+                + (proc.stderr or proc.stdout).strip()[-2000:],
+                fix="check that the Debian mirror is reachable",
+            )
         return target
 
 
@@ -192,29 +223,48 @@ def host_deb_entries() -> list[tuple[str, str, str, str, str]]:
     """(URIs, Suites, Components, Signed-By, Trusted) of each `deb` entry in the host's apt
     sources."""
     entries = []
-    files = [APT_SOURCES[0]] + sorted(APT_SOURCES[1].glob("*.list")) + sorted(
-        APT_SOURCES[1].glob("*.sources"))
+    files = (
+        [APT_SOURCES[0]]
+        + sorted(APT_SOURCES[1].glob("*.list"))
+        + sorted(APT_SOURCES[1].glob("*.sources"))
+    )
     for path in files:
         if not path.is_file():
             continue
         text = path.read_text()
         if path.suffix == ".sources":
             for stanza in text.split("\n\n"):
-                fields = dict(line.split(":", 1) for line in stanza.splitlines()
-                              if ":" in line and not line.startswith(("#", " ")))
+                fields = dict(
+                    line.split(":", 1)
+                    for line in stanza.splitlines()
+                    if ":" in line and not line.startswith(("#", " "))
+                )
                 fields = {k.strip(): v.strip() for k, v in fields.items()}
                 enabled = fields.get("Enabled", "yes") != "no"
                 if "deb" in fields.get("Types", "").split() and enabled:
-                    entries.append((fields.get("URIs", ""), fields.get("Suites", ""),
-                                    fields.get("Components", ""), fields.get("Signed-By", ""),
-                                    fields.get("Trusted", "")))
+                    entries.append(
+                        (
+                            fields.get("URIs", ""),
+                            fields.get("Suites", ""),
+                            fields.get("Components", ""),
+                            fields.get("Signed-By", ""),
+                            fields.get("Trusted", ""),
+                        )
+                    )
         else:  # one-line format: deb [options] uri suite components...
             for match in ONE_LINE.finditer(text):
                 options, uri, suite, components = match.groups()
                 signed = re.search(r"signed-by=(\S+)", options or "")
                 trusted = re.search(r"trusted=(\S+)", options or "")
-                entries.append((uri, suite, components.strip(), signed[1] if signed else "",
-                                trusted[1] if trusted else ""))
+                entries.append(
+                    (
+                        uri,
+                        suite,
+                        components.strip(),
+                        signed[1] if signed else "",
+                        trusted[1] if trusted else "",
+                    )
+                )
     return entries
 
 
@@ -239,8 +289,13 @@ def store(mirror_dir: Path, paths: list[str], tarball: Path) -> Path:
     return target
 
 
-def fill_from_debian(env_dir: Path, mirror_dir: Path, debian: DebianSources | None = None,
-                     update: bool = True, run=spack.run) -> dict[str, str]:
+def fill_from_debian(
+    env_dir: Path,
+    mirror_dir: Path,
+    debian: DebianSources | None = None,
+    update: bool = True,
+    run=spack.run,
+) -> dict[str, str]:
     """Fill mirror_dir with every source of the environment that Debian ships byte-identical.
 
     Returns spec -> what happened: "present", "added from <debian file>", or why not.
@@ -284,11 +339,15 @@ def checked(environment: str, mirror: str) -> tuple[Path, Path]:
     and the mirror directory (a directory or not there yet)."""
     env_dir, mirror_dir = environments.resolve(environment), Path(mirror).resolve()
     if not (env_dir / "spack.lock").is_file():
-        raise ClimstackError(f"{env_dir} is not concretized (no spack.lock): there is nothing "
-                             "to mirror yet", fix=f"`climstack concretize {environment}` first")
+        raise ClimstackError(
+            f"{env_dir} is not concretized (no spack.lock): there is nothing " "to mirror yet",
+            fix=f"`climstack concretize {environment}` first",
+        )
     if mirror_dir.exists() and not mirror_dir.is_dir():
-        raise ClimstackError(f"mirror {mirror_dir} is a file, not a directory",
-                             fix="give a directory (it is created when missing)")
+        raise ClimstackError(
+            f"mirror {mirror_dir} is a file, not a directory",
+            fix="give a directory (it is created when missing)",
+        )
     return env_dir, mirror_dir
 
 
@@ -308,10 +367,17 @@ def register(commands) -> None:
     create_cmd = actions.add_parser(
         "create", help="`spack mirror create --all` for an environment"
     )
-    fill_cmd = actions.add_parser("fill-debian", help="fill a mirror from Debian source packages "
-                                  "whose orig tarball has the recipe's sha256")
-    fill_cmd.add_argument("--suite", action="append", default=[],
-                          help="extra Debian suite to search (e.g. trixie); repeatable")
+    fill_cmd = actions.add_parser(
+        "fill-debian",
+        help="fill a mirror from Debian source packages "
+        "whose orig tarball has the recipe's sha256",
+    )
+    fill_cmd.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        help="extra Debian suite to search (e.g. trixie); repeatable",
+    )
     for action, run in ((create_cmd, run_create), (fill_cmd, run_fill)):
         action.add_argument("environment", help="environment name or directory (concretized)")
         action.add_argument("mirror", help="mirror directory")
