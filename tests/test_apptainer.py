@@ -157,6 +157,62 @@ def test_wrapper_reaches_host_system_paths_through_host():
     ]
 
 
+def test_verify_reads_a_sif_built_elsewhere(image, tmp_path):
+    """A SIF without our labels (assembled with `apptainer sif`, no definition): verify
+    unpacks its root filesystem and checks the probe against the host MPI's plan."""
+    squashed, foreign = tmp_path / "rootfs.sqfs", tmp_path / "foreign.sif"
+    subprocess.run(
+        [
+            "mksquashfs",
+            image,
+            squashed,
+            "-all-root",
+            "-noI",
+            "-noD",
+            "-noF",
+            "-noX",
+            "-quiet",
+            "-no-progress",
+            "-wildcards",
+            "-e",
+            *sif.EXCLUDED,
+        ],
+        check=True,
+    )
+    for args in (
+        ["sif", "new", foreign],
+        [
+            "sif",
+            "add",
+            "--datatype",
+            "4",
+            "--parttype",
+            "2",
+            "--partfs",
+            "1",
+            "--partarch",
+            "2",
+            "--groupid",
+            "1",
+            foreign,
+            squashed,
+        ],
+    ):
+        subprocess.run([APPTAINER, *map(str, args)], check=True, capture_output=True)
+    labels = subprocess.run(
+        [APPTAINER, "inspect", "--labels", foreign], capture_output=True, text=True
+    )
+    assert "org.climstack" not in labels.stdout
+    plan_dir = tmp_path / "plan"
+    assert climstack("bind", "local", "--out", plan_dir).returncode == 0
+    proc = climstack("verify", PROBE, "--image", foreign, "--plan", plan_dir)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"loader picks libmpi.so.12: {plans.LINKS_DIR}/libmpi.so.12" in proc.stdout
+    assert "image MPI: MPICH 5.0.2   host MPI: MPICH 4.0.2" in proc.stdout
+    refused = climstack("verify", "/opt/probe/bin/mpi41", "--image", foreign, "--plan", plan_dir)
+    assert refused.returncode == 1 and "MPI_Status_set_source" in refused.stdout
+
+
 # --- a SIF of the image `climstack image` builds ------------------------------------------
 
 

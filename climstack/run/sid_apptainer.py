@@ -197,7 +197,8 @@ def command(argv: list[str], environ: dict) -> tuple[list[str], dict]:
     for name in BIND_VARIABLES:
         if env.get(name):
             env[name] = bind_list(env[name])
-    return ["ch-run", *binds, str(root), "--", "apptainer", *arguments(argv)], env
+    cwd = f"--cd={outside(os.getcwd())}"  # relative paths stay relative to it
+    return ["ch-run", *binds, cwd, str(root), "--", "apptainer", *arguments(argv)], env
 
 
 def main(argv=None) -> int:

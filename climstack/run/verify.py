@@ -14,10 +14,11 @@ import re
 import shlex
 import subprocess
 import sys
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
-from climstack.run import discover, elf, loader, runtimes
+from climstack.run import discover, elf, loader, runtimes, sif_image
 from climstack.run.plan import LINKS_DIR, Plan
 from climstack.errors import ClimstackError
 
@@ -240,7 +241,12 @@ def run_probe(
 def register(commands) -> None:
     def run(args):
         plan = Plan.load(args.plan) if args.plan else None
-        report = check(args.executable, plan, args.image)
+        if args.image and not args.image.exists():
+            raise ClimstackError(
+                f"--image {args.image} does not exist", fix="give the image directory or .sif"
+            )
+        with sif_image.files(args.image) if args.image else nullcontext() as tree:
+            report = check(args.executable, plan, tree)
         print(json.dumps(asdict(report), indent=2) if args.json else render(report))
         if args.run_probe:
             if not (plan and args.image):
@@ -262,7 +268,7 @@ def register(commands) -> None:
         "a bind plan: loader picks, MPICH bases, symbol by symbol",
     )
     sub.add_argument("executable", help="path on the host, or inside --image")
-    sub.add_argument("--image", type=Path, help="image directory the executable lives in")
+    sub.add_argument("--image", type=Path, help="image (directory or .sif) the executable is in")
     sub.add_argument("--plan", type=Path, help="plan directory written by `climstack bind`")
     sub.add_argument("--json", action="store_true")
     sub.add_argument(
