@@ -71,6 +71,15 @@ def base_rootfs() -> Path:
     return tarball
 
 
+def pip_install(requirement, prefix: Path) -> None:
+    """`pip install --prefix`, not `--target`: wheels keep their libraries in the data
+    scheme (prefix/lib), which `--target` silently drops."""
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile"]
+    process.run(
+        [*command, "--prefix", prefix, requirement], f"pip install of {requirement}", timeout=900
+    )
+
+
 def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
     """PyPI's mpich wheel, downloaded once into the user cache."""
     wheels = pins.cache_dir() / "wheels"
@@ -160,21 +169,7 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
                 pins.PROJECT_ROOT / "containers" / "local-image",
                 work / "opt/climstack/containers/local-image",
             )
-            process.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--no-deps",
-                    "--no-compile",
-                    "--prefix",
-                    work / f"opt/mpich-{WHEEL_MPICH}",
-                    mpich_wheel(),
-                ],
-                "installing the mpich wheel",
-            )
+            pip_install(mpich_wheel(), work / f"opt/mpich-{WHEEL_MPICH}")
         env_in_image = work / IMAGE_ENV.lstrip("/")
         env_in_image.mkdir(parents=True)
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))

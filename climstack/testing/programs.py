@@ -10,7 +10,6 @@ built in a temporary sibling and renamed when complete. `pip install --prefix`, 
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,23 +36,7 @@ def wheel(key: str) -> Path:
     final = pins.cache_dir() / "wheels" / f"{name}-{version}"
 
     def fill(work: Path):
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--no-deps",
-                "--no-compile",
-                "--prefix",
-                str(work),
-                f"{name}=={version}",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=900,
-        )
+        image.pip_install(f"{name}=={version}", work)
 
     return atomic.directory(final, fill)
 
