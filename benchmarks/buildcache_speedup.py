@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 from climstack.build import buildcache as bc
+from climstack.build import debian_sources as ds
+from climstack.build import signing
 from climstack.build import source_mirror as sm
 from climstack.testing.centre import SLICE_SUITES, Centre, slice_env
 
@@ -49,7 +51,7 @@ def main() -> int:
         timed(
             "A: fill source mirror from Debian",
             lambda: sm.fill_from_debian(
-                env, work / "a" / "source-mirror", sm.DebianSources(suites=SLICE_SUITES), run=a.run
+                env, work / "a" / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
             ),
         )
         build, _ = timed(
@@ -58,13 +60,13 @@ def main() -> int:
         )
         timed(
             "A: create signing key",
-            lambda: bc.gpg_create(
+            lambda: signing.gpg_create(
                 "bench centre A", "bench-a@climstack.invalid", work / "a.pub", run=a.run
             ),
         )
         cache = work / "cache"
         timed("A: push signed, update index", lambda: bc.push(env, cache.as_uri(), run=a.run))
-        timed("B: trust A's public key", lambda: bc.gpg_trust(work / "a.pub", run=b.run))
+        timed("B: trust A's public key", lambda: signing.gpg_trust(work / "a.pub", run=b.run))
         b_env = bc.env_from_lock(env / "spack.lock", work / "b" / "env")
         install, _ = timed(
             "B: install cache-only (A's lockfile)",

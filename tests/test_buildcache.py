@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from climstack.build import buildcache as bc
+from climstack.build import debian_sources as ds
+from climstack.build import signing
 from climstack.build import source_mirror as sm
 from climstack.common import stamp
 from climstack.testing.centre import SLICE_SUITES, Centre, slice_env
@@ -48,14 +50,14 @@ def centre_a():
     """A: built and pushed once per lockfile; returns (centre, env, cache url, public key)."""
     a = Centre(DEMO / "centre-a").setup()
     public = a.home / "centre-a.pub"
-    if not bc.gpg_fingerprints(a.run):
-        bc.gpg_create("climstack centre A", "centre-a@climstack.invalid", public, run=a.run)
+    if not signing.gpg_fingerprints(a.run):
+        signing.gpg_create("climstack centre A", "centre-a@climstack.invalid", public, run=a.run)
     if not public.is_file():
-        bc.gpg_export(public, run=a.run)
+        signing.gpg_export(public, run=a.run)
     env = a.home / "slice"
     slice_env(env, run=a.run)
     report = sm.fill_from_debian(
-        env, a.home / "source-mirror", sm.DebianSources(suites=SLICE_SUITES), run=a.run
+        env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
     )
     a.run("install", "-j2", env=env, timeout=5400)
     roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
@@ -71,7 +73,7 @@ def centre_b(centre_a, tmp_path_factory):
     home = tmp_path_factory.mktemp("b")
     root = home / "centre-b-has-its-own-and-much-longer-install-root" / "opt" / "spack"
     b = Centre(home, install_root=root).setup()
-    bc.gpg_trust(public, run=b.run)
+    signing.gpg_trust(public, run=b.run)
     env = bc.env_from_lock(a_env / "spack.lock", home / "env")
     bc.install(env, url, run=b.run)
     return b, env, root
@@ -224,7 +226,7 @@ def test_tampered_tarball_is_refused(centre_a, tmp_path):
     data[len(data) // 2] ^= 0xFF
     tarball.write_bytes(bytes(data))
     c = fresh_centre(tmp_path, "c")
-    bc.gpg_trust(public, run=c.run)
+    signing.gpg_trust(public, run=c.run)
     env = bc.env_from_lock(a_env / "spack.lock", tmp_path / "env")
     with pytest.raises(ClimstackError) as err:
         bc.install(env, copy.as_uri(), run=c.run)

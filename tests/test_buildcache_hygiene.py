@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from climstack.build import buildcache as bc
-from climstack.build import environments
-from climstack.build import source_mirror as sm
+from climstack.build import debian_sources as ds
+from climstack.build import environments, signing
 from climstack.config import spack
 from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
@@ -21,7 +21,7 @@ def git(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_no_secret_key_is_tracked_by_git():
-    assert bc.tracked_secret_keys() == [], "secret PGP keys are tracked: remove them from git"
+    assert signing.tracked_secret_keys() == [], "secret PGP keys are tracked: remove them from git"
 
 
 def test_the_secret_key_check_catches_one(tmp_path):
@@ -29,7 +29,7 @@ def test_the_secret_key_check_catches_one(tmp_path):
     (tmp_path / "backup.txt").write_text("-----BEGIN PGP " "PRIVATE KEY BLOCK-----\nxyz\n")
     (tmp_path / "public.pub").write_text("-----BEGIN PGP PUBLIC KEY BLOCK-----\n")
     subprocess.run(["git", "-C", str(tmp_path), "add", "."], check=True)
-    assert bc.tracked_secret_keys(tmp_path) == ["backup.txt"]
+    assert signing.tracked_secret_keys(tmp_path) == ["backup.txt"]
 
 
 def test_secret_key_exports_are_ignored():
@@ -108,8 +108,8 @@ def test_deb_src_entries_follow_the_hosts_apt_sources(tmp_path, monkeypatch):
         "Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\n"
         "Components: main\n"
     )
-    monkeypatch.setattr(sm, "APT_SOURCES", (listing, parts))
-    written = sm.DebianSources(root=tmp_path / "apt", suites=("trixie",)).write_sources()
+    monkeypatch.setattr(ds, "APT_SOURCES", (listing, parts))
+    written = ds.DebianSources(root=tmp_path / "apt", suites=("trixie",)).write_sources()
     stanzas = [
         dict(line.split(": ", 1) for line in s.splitlines() if ": " in line)
         for s in written.read_text().split("\n\n")

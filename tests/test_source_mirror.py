@@ -11,6 +11,7 @@ import tarfile
 import pytest
 import yaml
 
+from climstack.build import debian_sources as ds
 from climstack.build import source_mirror as sm
 from climstack.config import spack
 from climstack.errors import ClimstackError
@@ -86,11 +87,11 @@ def archive(recipe, tmp_path, monkeypatch):
     etc = tmp_path / "etc"
     (etc / "sources.list.d").mkdir(parents=True)
     (etc / "sources.list").write_text(f"deb [trusted=yes] {root.as_uri()} stable main\n")
-    monkeypatch.setattr(sm, "APT_SOURCES", (etc / "sources.list", etc / "sources.list.d"))
+    monkeypatch.setattr(ds, "APT_SOURCES", (etc / "sources.list", etc / "sources.list.d"))
     return pool / ORIG
 
 
-class ChangedAfterApt(sm.DebianSources):
+class ChangedAfterApt(ds.DebianSources):
     """The tarball changes after apt verified it and before climstack hashes it: apt links a
     file: download into the archive, so a mirror re-synced meanwhile does just that."""
 
@@ -106,7 +107,7 @@ class ChangedAfterApt(sm.DebianSources):
 
 def test_fill_debian_adds_the_archives_tarball_with_the_recipes_sha256(recipe, archive, tmp_path):
     env, tarball, _ = recipe
-    report = sm.fill_from_debian(env, tmp_path / "mirror", sm.DebianSources(tmp_path / "apt"))
+    report = sm.fill_from_debian(env, tmp_path / "mirror", ds.DebianSources(tmp_path / "apt"))
     need = sm.needed_sources(env)[0]
     assert report == {need["spec"]: f"added from Debian {PACKAGE} {VERSION} ({ORIG})"}
     assert (tmp_path / "mirror" / need["paths"][0]).read_bytes() == tarball
@@ -122,7 +123,7 @@ def test_a_corrupt_tarball_in_the_archive_is_refused_by_apts_hash_check(
     monkeypatch.setenv("LANGUAGE", language)
     archive.write_bytes(tarball[:-1] + bytes([tarball[-1] ^ 1]))  # same size
     with pytest.raises(ClimstackError) as refusal:
-        sm.fill_from_debian(env, tmp_path / "mirror", sm.DebianSources(tmp_path / "apt"))
+        sm.fill_from_debian(env, tmp_path / "mirror", ds.DebianSources(tmp_path / "apt"))
     message = refusal.value.message
     assert f"{archive} ({PACKAGE} {VERSION}) does not have the sha256 {sha256}" in message
     assert "never disable spack's checksums" in refusal.value.fix.lower()

@@ -7,11 +7,11 @@ One centre builds and pushes (`spack buildcache push --update-index`, signed wit
 
 Every function takes `run`, a callable like climstack.config.spack.run, so the same code
 drives the user's Spack or a climstack.testing.centre.Centre (an isolated Spack instance,
-as in the tests and benchmark).
+as in the tests and benchmark). Signing keys (`climstack buildcache key`) live in
+climstack.build.signing.
 """
 
 import json
-import os
 import shutil
 import socket
 import tempfile
@@ -20,16 +20,11 @@ from pathlib import Path
 
 import yaml
 
-from climstack.build import environments
-from climstack.common import process
+from climstack.build import environments, signing
 from climstack.config import spack
 from climstack.errors import ClimstackError
-from climstack.pins import PROJECT_ROOT
 
 MIRROR_NAME = "climstack-cache"
-#: bin/setup disables Spack's bootstrapping (nothing may be downloaded), but `spack gpg`
-#: enters the bootstrap context even when the host's gpg is on PATH, as it is here.
-GPG = ("-c", "bootstrap:enable:true")
 
 
 def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
@@ -37,87 +32,6 @@ def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
     attr = "root" if padded else "unpadded_root"
     out = run("python", "-c", f"import spack.store; print(spack.store.STORE.{attr})", env=env)
     return Path(out.stdout.strip().splitlines()[-1])
-
-
-# --- signing keys -----------------------------------------------------------------------
-
-
-def gpg_create(
-    name: str, email: str, public: Path, secret: Path | None = None, run=spack.run
-) -> None:
-    """Create the centre's signing key; export the public half (and the secret, to back up)."""
-    for path in filter(None, (public, secret)):  # checked before a key exists
-        writable_destination(path, mkdir=True)
-    args = [
-        *GPG,
-        "gpg",
-        "create",
-        "--comment",
-        "climstack buildcache signing key",
-        "--export",
-        str(public),
-    ]
-    if secret:
-        args += ["--export-secret", str(secret)]
-    run(*args, name, email)
-    if secret:
-        secret.chmod(0o600)
-
-
-def writable_destination(path: Path, mkdir: bool = False) -> None:
-    """Refuse a key file destination that cannot be written, before `spack gpg` runs."""
-    parent, what = path.parent, ""
-    if mkdir and not parent.exists():
-        try:
-            parent.mkdir(parents=True)
-        except OSError as err:
-            what = f"its directory {parent} cannot be created ({err.strerror})"
-    if path.is_dir():
-        what = "it is a directory"
-    elif not what and not (parent.is_dir() and os.access(parent, os.W_OK)):
-        what = f"its directory {parent} does not exist or is not writable"
-    if what:
-        raise ClimstackError(
-            f"cannot write the key file {path}: {what}",
-            fix="give a file path in an existing, writable directory",
-        )
-
-
-def gpg_export(dest: Path, secret: bool = False, run=spack.run) -> None:
-    writable_destination(dest)
-    run(*GPG, "gpg", "export", *(["--secret"] if secret else []), str(dest))
-
-
-def gpg_trust(keyfile: Path, run=spack.run) -> None:
-    """Import a public key (another centre's) into this Spack's keyring, as trusted."""
-    if not keyfile.is_file():
-        raise ClimstackError(
-            f"no key file {keyfile}",
-            fix="ask the building centre for its `climstack buildcache key "
-            "export` output (the .pub file, never the secret key)",
-        )
-    run(*GPG, "gpg", "trust", str(keyfile))
-
-
-def gpg_fingerprints(run=spack.run) -> list[str]:
-    """Fingerprints of the secret (signing) keys in this Spack's keyring."""
-    out = run(*GPG, "gpg", "list", "--signing").stdout
-    return [
-        word
-        for word in out.split()
-        if len(word) == 40 and all(c in "0123456789ABCDEF" for c in word)
-    ]
-
-
-def tracked_secret_keys(repo: Path = PROJECT_ROOT) -> list[str]:
-    """Files git tracks in repo that hold a secret PGP key (armoured export)."""
-    mark = b"BEGIN PGP " + b"PRIVATE KEY"  # split, so this file is no match itself
-    names = process.run(["git", "-C", repo, "ls-files", "-z"], "git ls-files").stdout.split("\0")
-    return [
-        name
-        for name in names
-        if name and (repo / name).is_file() and mark in (repo / name).read_bytes()
-    ]
 
 
 # --- mirrors ----------------------------------------------------------------------------
@@ -186,15 +100,6 @@ def mirror_add(
 # --- push, install, list ----------------------------------------------------------------
 
 
-def check_signing_key(unsigned: bool, run=spack.run) -> None:
-    if not unsigned and not gpg_fingerprints(run):
-        raise ClimstackError(
-            "no signing key in this Spack's keyring",
-            fix="`climstack buildcache key create NAME EMAIL`, or import the "
-            "centre's key with `spack gpg trust SECRET.key`; or --unsigned",
-        )
-
-
 def push(
     env_dir: Path,
     url: str,
@@ -207,11 +112,11 @@ def push(
     local = url.startswith("file://")
     if not local:
         check_reachable(url)  # the scheme and the network, before the keyring
-    check_signing_key(unsigned, run)
+    signing.check_signing_key(unsigned, run)
     if local:  # a new filesystem cache is simply created
         path = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
         path.mkdir(parents=True, exist_ok=True)
-    args = [*GPG, "buildcache", "push", "--update-index", "--fail-fast"]
+    args = [*signing.GPG, "buildcache", "push", "--update-index", "--fail-fast"]
     args += ["--unsigned"] if unsigned else ["--signed"] + (["--key", key] if key else [])
     args += ["--force"] if force else []  # replace tarballs already in the cache
     proc = run(*args, url, env=env_dir, check=False)
@@ -267,7 +172,7 @@ def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> s
     Spack runs with -d: only its debug output says why a binary was refused."""
     check_reachable(url)
     mirror_add(url, unsigned=unsigned, env=env_dir, run=run)
-    args = ["-d", *GPG, "install", "--cache-only"]
+    args = ["-d", *signing.GPG, "install", "--cache-only"]
     proc = run(*args, *(["--no-check-signature"] if unsigned else []), env=env_dir, check=False)
     if proc.returncode != 0:
         raise install_error(url, proc.stderr + proc.stdout)
@@ -364,17 +269,17 @@ def register(commands) -> None:
     )
     create.add_argument("--secret", help="also export the secret key here (keep it out of git)")
     create.set_defaults(
-        run=lambda a: gpg_create(
+        run=lambda a: signing.gpg_create(
             a.name, a.email, Path(a.public), Path(a.secret) if a.secret else None
         )
     )
     export = key_actions.add_parser("export", help="export public (or --secret) keys")
     export.add_argument("dest")
     export.add_argument("--secret", action="store_true")
-    export.set_defaults(run=lambda a: gpg_export(Path(a.dest), a.secret))
+    export.set_defaults(run=lambda a: signing.gpg_export(Path(a.dest), a.secret))
     trust = key_actions.add_parser("trust", help="import another centre's public key")
     trust.add_argument("keyfile")
-    trust.set_defaults(run=lambda a: gpg_trust(Path(a.keyfile)))
+    trust.set_defaults(run=lambda a: signing.gpg_trust(Path(a.keyfile)))
 
     def run_push(args):
         env_dir, url = environments.resolve(args.environment), mirror_url(args.mirror)
