@@ -97,15 +97,18 @@ def test_bind_exec_names_missing_mount_points_and_a_missing_runtime(tmp_path):
     (image / "opt").mkdir(parents=True)
     out = ["--out", tmp_path / "plan", "--format", "exec", "--image", image]
     refused("bind", "local", *out, wrong=["lacks the mount points"], fix=["--prepare-image"])
-    path = ":".join(p for p in os.environ["PATH"].split(":") if not Path(p, "apptainer").exists())
+    # (Apptainer is never missing for site local: bin/apptainer stands in, test_apptainer.py)
+    path = ":".join(
+        p for p in os.environ["PATH"].split(":") if not Path(p, "singularity").exists()
+    )
     refused(
         "bind",
         "local",
         *out,
         "--runtime",
-        "apptainer",
+        "singularity",
         env={"PATH": path},
-        wrong=["`apptainer` (apptainer) is not on PATH"],
+        wrong=["`singularity` (singularity) is not on PATH"],
         fix=["--format args"],
     )
 
