@@ -129,7 +129,7 @@ def test_fabric_mode_under_apptainer_loads_the_hosts_libfabric(image, tmp_path):
     assert f"calling init: {plans.LINKS_DIR}/libfabric.so.1" in proc.stderr
 
 
-def test_the_wrapper_without_its_root_filesystem_names_the_setup_command(tmp_path):
+def test_provided_apptainer_not_made_names_the_setup_command(tmp_path):
     if APPTAINER != str(apptainer.PROVIDED):
         pytest.skip("this machine has a system apptainer: the provided one is not used")
     proc = subprocess.run(

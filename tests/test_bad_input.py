@@ -210,3 +210,17 @@ def test_source_mirror_refuses_an_unconcretized_environment_and_a_file(tmp_path,
     (env / "spack.lock").write_text("{}")  # the check reads no further than its presence
     mirror.write_text("a file")
     refused("source-mirror", action, env, mirror, wrong=[f"{mirror} is a file"], fix=["directory"])
+
+
+def test_sif_refuses_a_directory_climstack_image_did_not_make(tmp_path):
+    sif = tmp_path / "app.sif"
+    refused(
+        "sif",
+        "container-archer2",
+        sif,
+        "--image",
+        tmp_path,
+        wrong=["is not an image `climstack image` made"],
+        fix=["climstack image container-archer2"],
+    )
+    assert not sif.exists()

@@ -56,7 +56,7 @@ def build(name: str, destination: Path, image_dir: Path | None = None) -> Path:
     image_stamp = image_dir / "opt" / "climstack" / "image-inputs.sha256"
     if not image_stamp.is_file():
         raise ClimstackError(
-            f"{image_dir} is not an image `climstack image` made (no " f"{image_stamp})",
+            f"{image_dir} is not an image `climstack image` made (no {image_stamp})",
             fix=f"climstack image {name} {image_dir}",
         )
     value = stamp.digest(recipe_text, image_stamp, length=64)
