@@ -17,41 +17,16 @@ from climstack import pins
 from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
 
-PACKAGES = (
-    "apptainer",
-    "squashfs-tools",
-    "squashfuse",
-    "fuse3",
-    "fuse2fs",
-    "fuse-overlayfs",
-    "gocryptfs",
-    "uidmap",
-    "fakeroot",
-    "tzdata",
+PACKAGES = tuple(
+    "apptainer squashfs-tools squashfuse fuse3 fuse2fs fuse-overlayfs gocryptfs uidmap fakeroot"
+    " tzdata".split()
 )
 SUITE = "sid"
 #: the archive's sid Release file can be past its Valid-Until date
 APT_OPTIONS = ('Acquire::Check-Valid-Until "false"',)
 HOST = "/host"
 #: top-level directories of the sid system: the host's are reached through HOST
-OWN = frozenset(
-    {
-        "bin",
-        "boot",
-        "dev",
-        "etc",
-        "lib",
-        "lib32",
-        "lib64",
-        "libx32",
-        "proc",
-        "run",
-        "sbin",
-        "sys",
-        "usr",
-        "var",
-    }
-)
+OWN = frozenset("bin boot dev etc lib lib32 lib64 libx32 proc run sbin sys usr var".split())
 BIND_VARIABLES = ("APPTAINER_BIND", "SINGULARITY_BIND")
 #: subcommands whose positional arguments (before the command to run) are host paths
 IMAGE_COMMANDS = {
@@ -64,36 +39,33 @@ IMAGE_COMMANDS = {
     "build": 2,
 }
 #: options of those subcommands that take a value as the next argument
-VALUE_OPTIONS = {
-    "-B",
-    "--bind",
-    "--env",
-    "--env-file",
-    "-H",
-    "--home",
-    "--pwd",
-    "-W",
-    "--workdir",
-    "-o",
-    "--overlay",
-    "--mount",
-    "--build-arg",
-    "--build-arg-file",
-    "--app",
-    "-S",
-    "--scratch",
-    "--security",
-    "--network",
-    "--network-args",
-    "--hostname",
-    "--fusemount",
-    "--bind-path",
-}
+VALUE_OPTIONS = set(
+    "-B --bind --env --env-file -H --home --pwd -W --workdir -o --overlay --mount --build-arg"
+    " --build-arg-file --app -S --scratch --security --network --network-args --hostname"
+    " --fusemount --bind-path".split()
+)
 
 
 def rootfs() -> Path:
     key = stamp.digest(SUITE, *PACKAGES, *APT_OPTIONS, length=12)
     return pins.cache_dir() / "apptainer" / f"{SUITE}-{key}"
+
+
+def mmdebstrap(target: Path, variant: str, packages, what: str) -> None:
+    """A Debian SUITE root filesystem in `target` (an empty directory)."""
+    options = [f"--aptopt={option}" for option in APT_OPTIONS]
+    process.run(
+        [
+            "mmdebstrap",
+            f"--variant={variant}",
+            *options,
+            f"--include={','.join(packages)}",
+            SUITE,
+            target,
+        ],
+        f"mmdebstrap of {what}",
+        timeout=1800,
+    )
 
 
 def ensure_rootfs() -> Path:
@@ -109,20 +81,9 @@ def ensure_rootfs() -> Path:
             )
 
     def fill(work: Path):
-        options = [f"--aptopt={option}" for option in APT_OPTIONS]
-        process.run(
-            [
-                "mmdebstrap",
-                "--variant=apt",
-                *options,
-                f"--include={','.join(PACKAGES)}",
-                SUITE,
-                work,
-            ],
-            f"mmdebstrap of Debian {SUITE} with Apptainer",
-            timeout=1800,
-        )
-        # Apptainer bind-mounts both into every container and fails without them
+        mmdebstrap(
+            work, "apt", PACKAGES, f"Debian {SUITE} with Apptainer"
+        )  # Apptainer bind-mounts both into every container and fails without them
         (work / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n")
         (work / "etc/localtime").unlink(missing_ok=True)
         shutil.copy2(work / "usr/share/zoneinfo/Etc/UTC", work / "etc/localtime")

@@ -17,6 +17,7 @@ from pathlib import Path
 from climstack import pins
 from climstack.build import image
 from climstack.common import atomic, stamp
+from climstack.run import sid_apptainer
 
 PROJECT_ROOT = pins.PROJECT_ROOT
 PROBE_SOURCE = PROJECT_ROOT / "repo" / "packages" / "mpi-probe" / "mpi_probe.c"
@@ -282,24 +283,10 @@ def probe_image() -> Path:
 def newer_glibc_host() -> Path:
     """A host tree whose MPI needs a newer glibc than our Debian 12 images have: Debian sid
     (the suite of the provided Apptainer) with its MPICH, for verify's GLIBC check."""
-    from climstack.run import sid_apptainer
-
     key = stamp.digest(sid_apptainer.SUITE, *sid_apptainer.APT_OPTIONS, "libmpich12", length=10)
     final = pins.cache_dir() / "bind-tests" / f"{sid_apptainer.SUITE}-mpich-{key}"
-    options = [f"--aptopt={option}" for option in sid_apptainer.APT_OPTIONS]
 
     def fill(work: Path):
-        subprocess.run(
-            [
-                "mmdebstrap",
-                "--variant=essential",
-                *options,
-                "--include=libmpich12",
-                sid_apptainer.SUITE,
-                str(work),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        sid_apptainer.mmdebstrap(work, "essential", ["libmpich12"], "a sid host with MPICH")
 
     return atomic.directory(final, fill)
