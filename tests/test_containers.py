@@ -9,7 +9,7 @@ from conftest import PROJECT_ROOT
 from spython.main.parse.parsers import SingularityParser
 
 from climstack import pins
-from climstack.build import containers, environments, image, mpich_base
+from climstack.build import build_args, containers, environments, image, mpich_base
 from climstack.config import spack
 from climstack.config.drift import cray_sites
 from climstack.errors import ClimstackError
@@ -27,9 +27,12 @@ def test_committed_recipe_is_what_containerize_emits(name):
 
 
 @pytest.mark.parametrize("name", CONTAINER_ENVS)
-def test_recipe_parses_into_build_and_final_stages(name):
+def test_recipe_parses_into_build_and_final_stages(name, tmp_path):
     env_dir = environments.resolve(name)
-    stages = SingularityParser(str(env_dir / containers.RECIPE)).recipe
+    # as `apptainer build` sees it without --build-arg: every input upstream
+    recipe_text = (env_dir / containers.RECIPE).read_text()
+    (tmp_path / "app.def").write_text(build_args.render(recipe_text, {}))
+    stages = SingularityParser(str(tmp_path / "app.def")).recipe
     assert list(stages) == ["build", "final"]
     build, final = stages["build"], stages["final"]
     assert build.fromHeader == final.fromHeader == "debian:12"  # glibc 2.36 >= 2.26
@@ -47,7 +50,8 @@ def test_recipe_parses_into_build_and_final_stages(name):
         for line in (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
         if line.startswith("clingo==")
     )
-    assert f"pip install --quiet {clingo}" in post
+    assert f"pip install --quiet --index-url https://pypi.org/simple {clingo}" in post
+    assert 'CLIMSTACK_IMAGE_SLICE="all"' in post and 'source_mirror=""' in post
     assert "climstack.build.image_check /opt/views/view" in post and "--link-xpmem" in post
     assert final.layer_files["build"] == [
         "/opt/climstack /opt",

@@ -36,6 +36,8 @@ BASE_PACKAGES = (
 WHEEL_MPICH = "3.4.3"
 IMAGE_ENV = "/opt/climstack/containers/env"
 VIEW = "/opt/views/view"
+#: the probes alone (environments/stack.yaml: image_specs), as the recipe's `slice` argument
+SLICE = {"CLIMSTACK_IMAGE_SLICE": "probes"}
 #: what the build stage leaves beside the view; a change rebuilds cached images
 STAGE_OUTPUTS = ("/opt/climstack/environment-hash", f"{IMAGE_ENV}/environment_modifications.sh")
 
@@ -110,11 +112,9 @@ def recipe_files(recipe_text: str) -> list[tuple[str, str]]:
 
 
 def slice_manifest(recipe_text: str) -> str:
-    """The recipe's embedded spack.yaml, reduced to the slice, plus the wheel MPICH scope."""
+    """The recipe's embedded spack.yaml plus the wheel MPICH scope (the slice is SLICE)."""
     manifest = yaml.safe_load(containers.embedded_manifest(recipe_text))
-    body = manifest["spack"]
-    body["include"].insert(0, "../local-image")  # first: highest precedence
-    body["specs"] = [{"matrix": [environments.definition("probes"), ["$container_arch"]]}]
+    manifest["spack"]["include"].insert(0, "../local-image")  # first: highest precedence
     return yaml.safe_dump(manifest, sort_keys=False)
 
 
@@ -122,7 +122,7 @@ def _ch_run(image: Path, *command: str, cwd: str = "/") -> subprocess.CompletedP
     """Run a command in the image with our Spack, Python and caches bound at their paths."""
     binds = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path(sys.base_prefix)})
     args = ["ch-run", "-w", "-c", cwd, *(f"--bind={path}:{path}" for path in binds), str(image)]
-    env = {**os.environ, "USER": os.environ.get("USER") or "root"}
+    env = {**os.environ, "USER": os.environ.get("USER") or "root", **SLICE}
     return process.run([*args, "--", *command], f"`{command[0]}` in the image", env=env)
 
 

@@ -1,0 +1,135 @@
+"""`apptainer build` of a committed recipe with every network input local.
+
+The recipe's build arguments point at what this machine holds: the cached Spack and
+spack-packages clones (file://), a PEP 503 index of the clingo wheels, a Spack source
+mirror, and the base image as `Bootstrap: localimage`: the Debian 12 base of `climstack
+image` plus PyPI's MPICH 3.4.3 wheel and its scope (containers/local-image), because
+MPICH's tarball cannot be downloaded here. Only Debian's archive is reached (apt).
+"""
+
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from climstack import pins
+from climstack.build import build_args, containers, environments, image
+from climstack.common import atomic, process, progress, stamp
+from climstack.run.runtimes import apptainer
+
+#: the user cache, bound into the build at a mount point every Debian image has
+MOUNT = "/mnt"
+BASE_SCOPE = "/opt/local-image"
+#: an unprivileged build maps one uid only: apt cannot drop privileges to `_apt`
+APT_SINGLE_UID = 'APT::Sandbox::User "root";\n'
+CLINGO_PLATFORM = ("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11")
+SQUASH_UNCOMPRESSED = ("-all-root", "-noappend", "-quiet", "-no-progress", "-noI", "-noD")
+
+
+def _inputs() -> Path:
+    return pins.cache_dir() / "recipe-inputs"
+
+
+def base_image() -> Path:
+    """Squashfs of the Debian 12 base with MPICH 3.4.3 at /opt/mpich-3.4.3 and its scope."""
+    scope = pins.PROJECT_ROOT / "containers" / "local-image"
+    key = stamp.digest(image.base_rootfs().name, image.WHEEL_MPICH, scope, APT_SINGLE_UID)
+    final = _inputs() / f"debian12-mpich-{key}.sqfs"
+    if final.is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=final.parent) as tmp:
+        root = Path(tmp) / "root"
+        with progress.step("the recipe's base: Debian 12 and PyPI's MPICH 3.4.3 (once)"):
+            root.mkdir()
+            process.run(["tar", "-xf", image.base_rootfs(), "-C", root], "unpacking the base")
+            image.pip_install(image.mpich_wheel(), root / f"opt/mpich-{image.WHEEL_MPICH}")
+            shutil.copytree(scope, root / BASE_SCOPE.lstrip("/"))
+            (root / "etc/apt/apt.conf.d/00climstack-single-uid").write_text(APT_SINGLE_UID)
+            partial = Path(tmp) / final.name
+            process.run(
+                ["mksquashfs", root, partial, *SQUASH_UNCOMPRESSED, "-e", root / "dev"],
+                "mksquashfs of the recipe's base",
+            )
+            partial.replace(final)
+    return final
+
+
+def clingo_index() -> Path:
+    """A PEP 503 index (file://) of the clingo wheels for the base's Python 3.11."""
+    clingo = next(
+        line
+        for line in (pins.PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+        if line.startswith("clingo==")
+    )
+    final = _inputs() / f"simple-{clingo.replace('==', '-')}"
+
+    def fill(work: Path):
+        wheels = work / "wheels"
+        process.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:"]
+            + [*CLINGO_PLATFORM, "-d", wheels, clingo],
+            f"pip download of {clingo} for Python 3.11",
+        )
+        for wheel in sorted(wheels.glob("*.whl")):
+            project = work / wheel.name.split("-")[0].lower().replace("_", "-")
+            project.mkdir(exist_ok=True)
+            wheel.rename(project / wheel.name)
+            with open(project / "index.html", "a") as index:
+                index.write(f'<a href="{wheel.name}">{wheel.name}</a>\n')
+        wheels.rmdir()
+
+    return atomic.directory(final, fill)
+
+
+def arguments(slice_name: str = "probes") -> dict[str, str]:
+    """Build arguments for the recipe, every one local (paths as seen inside the build)."""
+    mirror = _inputs() / "source-mirror"
+    mirror.mkdir(parents=True, exist_ok=True)
+    local = {
+        "spack_git": pins.cache_dir() / pins.SPACK.cache_name,
+        "spack_packages_git": pins.cache_dir() / pins.SPACK_PACKAGES.cache_name,
+        "clingo_index": clingo_index(),
+        "source_mirror": mirror,
+    }
+    return {
+        **{
+            key: f"file://{MOUNT}/{path.relative_to(pins.cache_dir())}"
+            for key, path in local.items()
+        },
+        "bootstrap": "localimage",
+        "base": str(base_image()),
+        "scope": BASE_SCOPE,
+        "slice": slice_name,
+    }
+
+
+def build(name: str, destination: Path) -> tuple[Path, float]:
+    """The SIF of environment `name`'s committed recipe, built by Apptainer offline (reused
+    while the rendered recipe, its %files and its base are unchanged); seconds it took."""
+    recipe = environments.resolve(name) / containers.RECIPE
+    values = arguments()
+    rendered = build_args.render(recipe.read_text(), values, source=str(recipe))
+    sources = [pins.PROJECT_ROOT / source for source, _ in image.recipe_files(rendered)]
+    value = stamp.digest(rendered, *sources, length=64)
+    stamp_file = destination.with_name(destination.name + ".inputs")
+    if destination.is_file() and stamp.current(stamp_file, value):
+        return destination, 0.0
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".recipe-") as tmp:
+        partial = Path(tmp) / destination.name
+        command = [apptainer.on_this_machine(), "build", "--bind", f"{pins.cache_dir()}:{MOUNT}"]
+        command += [f"--build-arg={key}={val}" for key, val in values.items()]
+        with progress.step(f"apptainer build of {recipe.relative_to(pins.PROJECT_ROOT)}"):
+            process.stream(
+                [*command, partial, recipe.relative_to(pins.PROJECT_ROOT)],
+                f"apptainer build of {recipe}",
+                cwd=pins.PROJECT_ROOT,
+                env=process.environ(APPTAINER_TMPDIR=tmp),
+                keep=lambda line: line.startswith(("INFO:", "FATAL:", "==> Installing")),
+            )
+        partial.replace(destination)
+    atomic.write_text(stamp_file, value)
+    return destination, time.monotonic() - start
