@@ -1,7 +1,8 @@
 # The two commands a newcomer needs (see README.md):
 #   make local   set up, concretize every environment, emit the container recipes,
 #                install and run the local smoke slice, build the ARCHER2 image and its
-#                SIF (Apptainer runs the recipe's %test: image check + mpi-probe)
+#                SIF (Apptainer runs the recipe's %test: image check + mpi-probe), and
+#                run mpi-probe in them on 2 ranks, bind mode, under Charliecloud and Apptainer
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 
@@ -12,7 +13,7 @@ local: setup
 	bin/climstack concretize
 	bin/climstack containerize
 	bin/climstack smoke local
-	bin/climstack sif container-archer2
+	bin/climstack container-smoke container-archer2
 
 test: setup
 	.venv/bin/python -m pytest -v -rfEs tests

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "climstack.run.bind",
     "climstack.run.verify",
     "climstack.run.slurm",
+    "climstack.run.container_smoke",
 )
 
 

@@ -12,6 +12,7 @@ import pytest
 from climstack import pins
 from climstack.build import image as images
 from climstack.build import sif
+from climstack.run import container_smoke
 from climstack.run import plan as plans
 from climstack.run import sid_apptainer
 from climstack.run.runtimes import apptainer
@@ -250,3 +251,13 @@ def test_sif_carries_the_recipes_labels_help_and_test(built_sif):
     assert test.returncode == 0, test.stderr[-2000:]
     assert "MPI executables checked, 0 failed" in test.stdout
     assert "library: MPICH Version:\t3.4.3" in test.stdout
+
+
+@pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)
+def test_container_smoke_loads_the_hosts_mpi_under_each_runtime(runtime, built_sif):
+    """`make local`'s last step: the image directory under Charliecloud, its SIF under
+    Apptainer, each on 2 ranks launched from the host, bind mode."""
+    _, image_dir = built_sif
+    proc = climstack("container-smoke", "--runtime", runtime, "--image", image_dir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"{runtime:>12}: MPICH Version:\t4.0.2; pingpong" in proc.stdout

@@ -86,7 +86,7 @@ def test_smoke_refuses_zero_ranks_and_a_bad_environment(tmp_path):
 # --- containerize, check-mpi, image ------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["containerize", "check-mpi", "image"])
+@pytest.mark.parametrize("command", ["containerize", "check-mpi", "image", "container-smoke"])
 def test_a_site_environment_is_no_container(command):
     refused(
         command,
@@ -94,6 +94,10 @@ def test_a_site_environment_is_no_container(command):
         wrong=["environments/local/spack.yaml has no `container:` section"],
         fix=["containers/archer2/spack.yaml"],
     )
+
+
+def test_container_smoke_refuses_a_single_rank():
+    refused("container-smoke", "--ranks", "1", wrong=["--ranks 1"], fix=["--ranks 2"])
 
 
 def test_check_mpi_names_an_unknown_target_site(tmp_path):
@@ -121,14 +125,15 @@ def test_containerize_check_refuses_a_changed_recipe_naming_the_difference(conta
     assert ok.returncode == 0, ok.stderr
     recipe = container_copy / "app.def"
     text = recipe.read_text()
-    line = "  spack -e . install --fail-fast\n"
+    line = '  spack ${scope:+-C "$scope"} -e . install --fail-fast\n'
+    changed = '  spack ${scope:+-C "$scope"} -e . install\n'
     assert line in text
-    recipe.write_text(text.replace(line, "  spack -e . install\n"))
+    recipe.write_text(text.replace(line, changed))
     message = refused(
         "containerize", "--check", container_copy, fix=["bin/climstack containerize"]
     )
     assert f"--- {recipe}" in message and "+++ containerize" in message
-    assert "\n-  spack -e . install\n" in message
+    assert f"\n-{changed}" in message
     assert f"\n+{line}" in message  # what `spack containerize` emits
     assert "--fail-fast" not in recipe.read_text()  # --check writes nothing
 
