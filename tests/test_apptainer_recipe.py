@@ -91,10 +91,8 @@ def test_recipe_sif_loads_the_hosts_mpi_on_two_ranks_in_bind_mode(recipe_sif, tm
 
 def test_recipe_refuses_an_unknown_slice_before_building(tmp_path):
     arguments = {**recipe_build.arguments(), "slice": "everything"}
-    command = [APPTAINER, "build", "--bind", f"{pins.cache_dir()}:{recipe_build.MOUNT}"]
-    command += [f"--build-arg={key}={value}" for key, value in arguments.items()]
     proc = subprocess.run(
-        [*command, tmp_path / "x.sif", RECIPE.relative_to(pins.PROJECT_ROOT)],
+        recipe_build.command(arguments, tmp_path / "x.sif", RECIPE),
         capture_output=True,
         text=True,
         cwd=pins.PROJECT_ROOT,

@@ -105,6 +105,13 @@ def arguments(slice_name: str = "probes") -> dict[str, str]:
     }
 
 
+def command(values: dict[str, str], sif: Path, recipe: Path) -> list:
+    """`apptainer build` with the user cache at MOUNT; run it from the project root."""
+    args = [apptainer.on_this_machine(), "build", "--bind", f"{pins.cache_dir()}:{MOUNT}"]
+    args += [f"--build-arg={key}={value}" for key, value in values.items()]
+    return [*args, sif, recipe.relative_to(pins.PROJECT_ROOT)]
+
+
 def build(name: str, destination: Path) -> tuple[Path, float]:
     """The SIF of environment `name`'s committed recipe, built by Apptainer offline (reused
     while the rendered recipe, its %files and its base are unchanged); seconds it took."""
@@ -120,11 +127,9 @@ def build(name: str, destination: Path) -> tuple[Path, float]:
     start = time.monotonic()
     with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".recipe-") as tmp:
         partial = Path(tmp) / destination.name
-        command = [apptainer.on_this_machine(), "build", "--bind", f"{pins.cache_dir()}:{MOUNT}"]
-        command += [f"--build-arg={key}={val}" for key, val in values.items()]
         with progress.step(f"apptainer build of {recipe.relative_to(pins.PROJECT_ROOT)}"):
             process.stream(
-                [*command, partial, recipe.relative_to(pins.PROJECT_ROOT)],
+                command(values, partial, recipe),
                 f"apptainer build of {recipe}",
                 cwd=pins.PROJECT_ROOT,
                 env=process.environ(APPTAINER_TMPDIR=tmp),
