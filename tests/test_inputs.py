@@ -37,7 +37,14 @@ def json_edit(edit):
 EMPTY = ("empty file", lambda text: "", "")
 DIRECTORY = ("directory", None, "is a directory")
 
+
 #: file in the project copy -> (command reading it, [(mutation, transform, expected text)])
+def line_of(relative: str, text: str) -> int:
+    """The line number of the first line holding `text` (where Spack's error points)."""
+    lines = (PROJECT_ROOT / relative).read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
+
+
 CASES = {
     "site/local/bind.yaml": (
         "bind",
@@ -64,7 +71,11 @@ CASES = {
     "environments/local/spack.yaml": (
         "check",
         [
-            ("wrong type", replace("view: false", "view: [1, 2]"), "spack.yaml:10: [1, 2] is not"),
+            (
+                "wrong type",
+                replace("view: false", "view: [1, 2]"),
+                f"spack.yaml:{line_of('environments/local/spack.yaml', 'view:')}: [1, 2] is not",
+            ),
             ("unknown key", replace("  view:", "  specz: []\n  view:"), "specz"),
             ("missing key", replace("spack:", "spock:"), "key spack: missing"),
             ("bad syntax", lambda t: t + "\n  specs: [\n", "is not valid YAML at line"),
@@ -75,7 +86,11 @@ CASES = {
     "environments/stack.yaml": (
         "check",
         [
-            ("wrong type", replace("unify: true", "unify: 5"), "stack.yaml:25: 5 is not valid"),
+            (
+                "wrong type",
+                replace("unify: true", "unify: 5"),
+                f"stack.yaml:{line_of('environments/stack.yaml', 'unify:')}: 5 is not valid",
+            ),
             ("unknown key", replace("reuse: false", "reuze: false"), "reuze"),
             ("missing key", replace("- probes:", "- probez:"), "'probes', which is not defined"),
             ("bad syntax", lambda t: t + "\nrepos: {a: [\n", "is not valid YAML at line"),
