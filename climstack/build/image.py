@@ -34,6 +34,8 @@ BASE_PACKAGES = (
     "binutils",
 )
 WHEEL_MPICH = "3.4.3"
+WHEEL_SCOPE = pins.PROJECT_ROOT / "containers" / "local-image"
+WHEEL_SCOPE_IN_IMAGE = "/opt/climstack/containers/local-image"  # ../local-image of IMAGE_ENV
 IMAGE_ENV = "/opt/climstack/containers/env"
 VIEW = "/opt/views/view"
 #: the probes alone (environments/stack.yaml: image_specs), as the recipe's `slice` argument
@@ -105,6 +107,13 @@ def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
     return found[0]
 
 
+def add_wheel_mpich(root: Path) -> None:
+    """PyPI's MPICH wheel at /opt/mpich-<v> of a root filesystem, and the scope declaring it
+    external at WHEEL_SCOPE_IN_IMAGE."""
+    shutil.copytree(WHEEL_SCOPE, root / WHEEL_SCOPE_IN_IMAGE.lstrip("/"))
+    pip_install(mpich_wheel(), root / f"opt/mpich-{WHEEL_MPICH}")
+
+
 def recipe_files(recipe_text: str) -> list[tuple[str, str]]:
     """(source, destination) of the recipe's build-stage %files section."""
     lines = recipe_text.split("\n%files\n", 1)[1].split("\n\n", 1)[0].splitlines()
@@ -134,7 +143,7 @@ def _stamp(recipe_text: str) -> str:
         WHEEL_MPICH,
         *STAGE_OUTPUTS,
         *sources,
-        pins.PROJECT_ROOT / "containers" / "local-image",
+        WHEEL_SCOPE,
         length=64,
     )
 
@@ -165,11 +174,7 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
                 copy = shutil.copytree if (pins.PROJECT_ROOT / source).is_dir() else shutil.copy2
                 (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
                 copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
-            shutil.copytree(
-                pins.PROJECT_ROOT / "containers" / "local-image",
-                work / "opt/climstack/containers/local-image",
-            )
-            pip_install(mpich_wheel(), work / f"opt/mpich-{WHEEL_MPICH}")
+            add_wheel_mpich(work)
         env_in_image = work / IMAGE_ENV.lstrip("/")
         env_in_image.mkdir(parents=True)
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from climstack.build import containers, environments, image
+from climstack.build import build_args, containers, environments, image
 from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.run.runtimes import apptainer
@@ -24,11 +24,21 @@ KEPT = ("post", "environment", "runscript", "test", "help", "labels")
 EXCLUDED = ("dev/*", "var/cache/apt/*", "var/lib/apt/lists/*")
 
 
+def squash(directory: Path, output: Path) -> Path:
+    """An uncompressed squashfs of `directory`, every file owned by root (a localimage)."""
+    process.run(
+        ["mksquashfs", directory, output, "-all-root", "-noappend", "-quiet", "-no-progress"]
+        + ["-noI", "-noD", "-noF", "-noX", "-wildcards", "-e", *EXCLUDED],
+        f"mksquashfs of {directory}",
+        fix="apt-get install squashfs-tools (bin/setup)",
+    )
+    return output
+
+
 def final_stage(recipe_text: str) -> dict[str, str]:
     """The recipe's final stage, section name -> body (the header under "")."""
-    text = recipe_text.split("\nStage: final\n", 1)[-1]
     sections, name = {"": ""}, ""
-    for line in text.splitlines(keepends=True):
+    for line in build_args.stages(recipe_text)[-1].splitlines(keepends=True):
         heading = re.match(r"^%(\S+)", line)
         if heading:
             name = heading.group(1)
@@ -67,26 +77,7 @@ def build(name: str, destination: Path, image_dir: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".sif-") as tmp:
         squashed = Path(tmp) / "image.sqfs"
         with progress.step(f"squashing {image_dir}"):
-            process.run(
-                [
-                    "mksquashfs",
-                    image_dir,
-                    squashed,
-                    "-all-root",
-                    "-noappend",
-                    "-quiet",
-                    "-no-progress",
-                    "-noI",
-                    "-noD",
-                    "-noF",
-                    "-noX",
-                    "-wildcards",
-                    "-e",
-                    *EXCLUDED,
-                ],
-                "mksquashfs of the image directory",
-                fix="apt-get install squashfs-tools (bin/setup)",
-            )
+            squash(image_dir, squashed)
         (Path(tmp) / "image.def").write_text(definition(recipe_text, str(squashed)))
         partial = Path(tmp) / destination.name
         with progress.step(f"apptainer build {destination.name} (runs the recipe's %test)"):

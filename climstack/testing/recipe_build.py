@@ -7,24 +7,21 @@ image` plus PyPI's MPICH 3.4.3 wheel and its scope (containers/local-image), bec
 MPICH's tarball cannot be downloaded here. Only Debian's archive is reached (apt).
 """
 
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.build import build_args, containers, environments, image
+from climstack.build import build_args, containers, environments, image, sif
 from climstack.common import atomic, process, progress, stamp
 from climstack.run.runtimes import apptainer
 
 #: the user cache, bound into the build at a mount point every Debian image has
 MOUNT = "/mnt"
-BASE_SCOPE = "/opt/local-image"
 #: an unprivileged build maps one uid only: apt cannot drop privileges to `_apt`
 APT_SINGLE_UID = 'APT::Sandbox::User "root";\n'
 CLINGO_PLATFORM = ("--platform", "manylinux_2_28_x86_64", "--python-version", "3.11")
-SQUASH_UNCOMPRESSED = ("-all-root", "-noappend", "-quiet", "-no-progress", "-noI", "-noD")
 
 
 def _inputs() -> Path:
@@ -33,8 +30,13 @@ def _inputs() -> Path:
 
 def base_image() -> Path:
     """Squashfs of the Debian 12 base with MPICH 3.4.3 at /opt/mpich-3.4.3 and its scope."""
-    scope = pins.PROJECT_ROOT / "containers" / "local-image"
-    key = stamp.digest(image.base_rootfs().name, image.WHEEL_MPICH, scope, APT_SINGLE_UID)
+    key = stamp.digest(
+        image.base_rootfs().name,
+        image.WHEEL_MPICH,
+        image.WHEEL_SCOPE,
+        image.WHEEL_SCOPE_IN_IMAGE,
+        APT_SINGLE_UID,
+    )
     final = _inputs() / f"debian12-mpich-{key}.sqfs"
     if final.is_file():
         return final
@@ -44,15 +46,9 @@ def base_image() -> Path:
         with progress.step("the recipe's base: Debian 12 and PyPI's MPICH 3.4.3 (once)"):
             root.mkdir()
             process.run(["tar", "-xf", image.base_rootfs(), "-C", root], "unpacking the base")
-            image.pip_install(image.mpich_wheel(), root / f"opt/mpich-{image.WHEEL_MPICH}")
-            shutil.copytree(scope, root / BASE_SCOPE.lstrip("/"))
+            image.add_wheel_mpich(root)
             (root / "etc/apt/apt.conf.d/00climstack-single-uid").write_text(APT_SINGLE_UID)
-            partial = Path(tmp) / final.name
-            process.run(
-                ["mksquashfs", root, partial, *SQUASH_UNCOMPRESSED, "-e", root / "dev"],
-                "mksquashfs of the recipe's base",
-            )
-            partial.replace(final)
+            sif.squash(root, Path(tmp) / final.name).replace(final)
     return final
 
 
@@ -100,7 +96,7 @@ def arguments(slice_name: str = "probes") -> dict[str, str]:
         },
         "bootstrap": "localimage",
         "base": str(base_image()),
-        "scope": BASE_SCOPE,
+        "scope": image.WHEEL_SCOPE_IN_IMAGE,
         "slice": slice_name,
     }
 
