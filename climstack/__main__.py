@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "climstack.build.source_mirror",
     "climstack.run.bind",
     "climstack.run.verify",
+    "climstack.run.parity",
     "climstack.run.slurm",
     "climstack.run.container_smoke",
 )

@@ -17,7 +17,7 @@ from climstack import pins
 from climstack.common import stamp
 from climstack.config import inputs, sites
 from climstack.errors import ClimstackError
-from climstack.run import discover, loader
+from climstack.run import discover, loader, plugins
 
 MODES = ("bind", "hybrid", "fabric")
 #: inside the container: the generated links, and where host system directories go
@@ -40,6 +40,9 @@ class Plan:
     devices: list[str] = field(default_factory=list)  # present; reached via the host's /dev
     absent: list[str] = field(default_factory=list)  # site extras missing on this host
     closure: list[dict] = field(default_factory=list)  # name, host path, rule, needed by
+    plugins: list[dict] = field(default_factory=list)  # network plugins and their closure
+    warnings: list[str] = field(default_factory=list)  # plugins that cannot load here
+    providers: list[str] = field(default_factory=list)  # expected (bind.yaml `providers:`)
     directory: str = ""  # host directory holding plan.json and lib/ (the links)
 
     def mount_points(self) -> list[str]:
@@ -139,7 +142,10 @@ def make_plan(
             missing=missing,
         ).check()
 
+    lib_dirs = _outermost({PurePosixPath(lib.real).parent for lib in files.values()})
+    _close_plugins(plan, files, lib_dirs, config, environ, view, search)
     dirs = {PurePosixPath(lib.real).parent for lib in files.values()}
+    dirs |= {PurePosixPath(view.resolve(p["path"])[0]).parent for p in plan.plugins}
     for directory in _outermost(dirs):
         plan.binds.append([str(view.resolve(str(directory))[1]), container_path(directory)])
 
@@ -165,7 +171,7 @@ def make_plan(
     # plugin dirs the libraries dlopen relative to themselves ($ORIGIN/ucx, libfabric/):
     # all beside a non-system library, only those the site lists beside a system one
     plugin_dirs = {PurePosixPath(p) for p in config["plugin_dirs"]}
-    for directory in _outermost(dirs):
+    for directory in lib_dirs:
         host = view.resolve(str(directory))[1]
         for sub in sorted(p for p in host.iterdir() if p.is_dir() and not p.is_symlink()):
             wanted = directory / sub.name in plugin_dirs or container_path(directory) == str(
@@ -173,6 +179,16 @@ def make_plan(
             )
             if wanted and sub.name not in plan.links and any(sub.glob("*.so*")):
                 plan.links[sub.name] = f"{container_path(directory)}/{sub.name}"
+    # ...and at any depth: $ORIGIN (and dladdr) of a library loaded through a link is the
+    # links directory, so what libfabric.so.1 loads from $ORIGIN/libfabric/ (MPICH) or
+    # from beside itself (Intel MPI) must be found there too
+    beside = {library.real.parent for library in files.values()}
+    for entry in plan.plugins:
+        real = view.resolve(entry["path"])[0]
+        if real.parent in beside:
+            plan.links.setdefault(real.name, inside(real))
+        elif real.parent.parent in beside and real.parent.name not in plan.links:
+            plan.links[real.parent.name] = inside(real).rsplit("/", 1)[0]
     if plan.links:
         plan.library_path = [LINKS_DIR]
 
@@ -190,6 +206,29 @@ def make_plan(
     plan.env.update({k: str(v) for k, v in config["env"].items()})
     plan.env.update({k: str(v) for k, v in config[f"{mode}_env"].items()})
     return plan
+
+
+def _close_plugins(plan, files, lib_dirs, config, environ, view, search) -> None:
+    """Close over the network plugins visible beside the plan's libraries (run.plugins):
+    their dependencies join `files` as "needed by plugin X"."""
+    own = [d for d in lib_dirs if container_path(d) == str(d)]  # not system directories
+    listed = [d for d in config["plugin_dirs"] if PurePosixPath(d).parent in lib_dirs]
+    found, needed = plugins.close(
+        plugins.candidates(own, listed, environ, view), view, search, config["providers"]
+    )
+    plan.plugins = [p.to_dict() for p in found]
+    plan.providers = list(config["providers"])
+    plan.warnings = plugins.warnings(found)
+    for provider in config["providers"]:
+        if not any(plugins.matches(provider, p) for p in found):
+            plan.warnings.append(
+                f"expected provider {provider}: no plugin file for it (built into libfabric "
+                "or UCX, or absent: `climstack parity` traces which one loads)"
+            )
+    plugin_files = {PurePosixPath(view.resolve(p.path)[0]) for p in found}
+    for name, library in needed.items():  # not a sibling plugin (libuct_ib for ib_mlx5)
+        if name not in files and library.real not in plugin_files:
+            files[name] = library
 
 
 def write(plan: Plan, directory: Path) -> Plan:
