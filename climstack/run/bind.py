@@ -60,6 +60,8 @@ def register(commands) -> None:
                 f"climstack bind: warning: site extra absent on this host: {absent}",
                 file=sys.stderr,
             )
+        for warning in made.warnings:
+            print(f"climstack bind: warning: {warning}", file=sys.stderr)
         if args.prepare_image:
             points = plan.prepare_image(made, args.prepare_image)
             print(f"# created {len(points)} mount points in {args.prepare_image}", file=sys.stderr)

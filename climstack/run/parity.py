@@ -80,12 +80,12 @@ class Report:
     lost: list[str] = field(default_factory=list)  # native paths with no container match
     lost_providers: list[str] = field(default_factory=list)
     shadowed: list[str] = field(default_factory=list)  # "image path (native: host path)"
+    unlinked: dict[str, list[str]] = field(default_factory=dict)  # provider -> its needs
+    # that the plan does not link (why it was lost, when the plan knows)
 
     @property
     def failed(self) -> list[str]:
-        return [
-            p for p in self.lost_providers if not self.expected or _named(p, self.expected)
-        ]
+        return [p for p in self.lost_providers if not self.expected or _named(p, self.expected)]
 
     @property
     def ok(self) -> bool:
@@ -110,6 +110,13 @@ def compare(native: Trace, container: Trace, plan: Plan, expected: list[str]) ->
         ):
             report.shadowed.append(f"{inside[name]} (native: {path})")
     report.lost_providers = sorted(set(native.providers) - set(container.providers))
+    for provider in report.lost_providers:
+        for plugin in plan.plugins:
+            if plugin["key"] == provider:
+                needs = [n for n in plugin["needs"] if n not in plan.links]
+                report.unlinked[provider] = sorted(
+                    set(report.unlinked.get(provider, [])) | set(needs)
+                )
     return report
 
 
@@ -129,9 +136,15 @@ def render(report: Report) -> str:
             lines.append("  stderr: " + trace.tail.replace("\n", "\n    "))
     lines += [f"lost: {path}" for path in report.lost]
     lines += [f"shadowed: {entry}" for entry in report.shadowed]
-    lines += [f"LOST PROVIDER: {p}" for p in report.failed]
-    lines += [f"lost provider (not expected): {p}" for p in report.lost_providers
-              if p not in report.failed]
+    for provider in report.failed:
+        needs = report.unlinked.get(provider)
+        reason = f": its plugin needs {', '.join(needs)}, not in the plan" if needs else ""
+        lines.append(f"LOST PROVIDER: {provider}{reason}")
+    lines += [
+        f"lost provider (not expected): {p}"
+        for p in report.lost_providers
+        if p not in report.failed
+    ]
     lines.append("parity: " + ("ok" if report.ok else "FAILED"))
     return "\n".join(lines)
 

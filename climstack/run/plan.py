@@ -219,12 +219,6 @@ def _close_plugins(plan, files, lib_dirs, config, environ, view, search) -> None
     plan.plugins = [p.to_dict() for p in found]
     plan.providers = list(config["providers"])
     plan.warnings = plugins.warnings(found)
-    for provider in config["providers"]:
-        if not any(plugins.matches(provider, p) for p in found):
-            plan.warnings.append(
-                f"expected provider {provider}: no plugin file for it (built into libfabric "
-                "or UCX, or absent: `climstack parity` traces which one loads)"
-            )
     plugin_files = {PurePosixPath(view.resolve(p.path)[0]) for p in found}
     for name, library in needed.items():  # not a sibling plugin (libuct_ib for ib_mlx5)
         if name not in files and library.real not in plugin_files:

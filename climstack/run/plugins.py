@@ -128,8 +128,7 @@ def close(
 
 def warnings(plugins: list[Plugin]) -> list[str]:
     return [
-        f"plugin {p.key} ({p.path}) cannot load: the loader cannot find "
-        f"{', '.join(p.missing)}"
+        f"plugin {p.key} ({p.path}) cannot load: the loader cannot find " f"{', '.join(p.missing)}"
         for p in plugins
         if p.missing
     ]

@@ -84,7 +84,8 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
     to PALS) and libfabric (needing the verbs stack in /usr/lib64); the GCC runtime in
     /opt/cray/pe/gcc-libs; GPU transport libraries in gtl/lib; the real libxpmem at
     /opt/xpmem/lib64 (today's guide) and/or /opt/cray/xpmem/default/lib64 (older). It also
-    holds what Gaea's and Setonix's bind.yaml name (libcxi, PALS 1.4, libdrm's data)."""
+    holds what Gaea's and Setonix's bind.yaml name (libcxi, PALS 1.4, libdrm's data), and
+    a cxi provider plugin in libfabric's provider directory, needing libcxi.so.1."""
     for name, needs in SYSTEM_LIBRARIES.items():
         shared_library(root, f"/usr/lib64/{name}", name, [f"/usr/lib64/{n}" for n in needs])
     shared_library(root, "/usr/lib64/libibverbs/libmlx5-rdmav34.so", "libmlx5-rdmav34.so")
@@ -98,6 +99,10 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
         ["/usr/lib64/libibverbs.so.1", "/usr/lib64/librdmacm.so.1"],
     )
     _link(root, f"{fabric}/libfabric.so.1", "libfabric.so.1.15")
+    # a provider plugin libfabric dlopens from its provider directory (RUNPATH $ORIGIN/..)
+    shared_library(
+        root, f"{fabric}/libfabric/libcxi-fi.so", "libcxi-fi.so", ["/usr/lib64/libcxi.so.1"]
+    )
     shared_library(root, "/opt/cray/pe/pals/1.2.4/lib/libpals.so.0", "libpals.so.0")
     shared_library(root, "/opt/cray/pals/1.4/lib/libpals.so.0", "libpals.so.0")  # Gaea C6
     shared_library(
