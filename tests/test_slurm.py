@@ -14,6 +14,7 @@ from climstack.run import loader, slurm
 from climstack.run import plan as plans
 from climstack.run.runtimes import apptainer
 from climstack.testing import cray_tree
+from climstack.testing import programs as helpers
 from climstack.errors import ClimstackError
 
 PROBE = "/opt/probe/bin/mpi-probe"
@@ -57,6 +58,36 @@ def test_bind_mode_job_on_two_nodes(cluster, image, tmp_path):
     assert code == 0, output
     assert "library: MPICH Version:\t4.0.2" in output and "ranks: 2" in output
     assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in output
+
+
+def test_parity_preflight_runs_on_the_first_node_and_stops_a_job_that_lost_providers(
+    cluster, image, tmp_path
+):
+    """`--parity`: the job first traces mpi-probe natively and in the container with srun; a
+    plan without the UCX modules' link loses providers and the job stops before its step."""
+    native = helpers.compile_probe(helpers.debian_mpich(), tmp_path / "native" / "mpi-probe")
+    plan = plan_for("bind", image, tmp_path)
+    components = [slurm.Component(2, 2, [PROBE])]
+    text = slurm.script(
+        "local", plan, str(image), components, parity_native=str(native), parity_probe=PROBE
+    )
+    assert (
+        "parity --plan=" in text
+        and "'--launcher=srun --mpi=pmi2 --nodes=1 --ntasks=2 --overcommit'" in text
+    )
+    code, output = submit(cluster, text, tmp_path, "parity")
+    assert code == 0, output
+    assert "parity: ok" in output and "ucx:ib" in output and "ranks: 2" in output
+
+    broken = plans.make_plan("local", environ={})
+    del broken.links["ucx"]
+    broken = plans.write(broken, tmp_path / "broken")
+    text = slurm.script(
+        "local", broken, str(image), components, parity_native=str(native), parity_probe=PROBE
+    )
+    code, output = submit(cluster, text, tmp_path, "parity-broken")
+    assert code != 0 and "LOST PROVIDER: ucx:ib" in output
+    assert "pingpong" not in output.split("parity: FAILED")[1]  # the job step never ran
 
 
 def test_heterogeneous_step_shares_one_comm_world(cluster, image, tmp_path):

@@ -5,8 +5,9 @@ one MPI_COMM_WORLD) is a heterogeneous job whose components are joined by `:` in
 srun. Lessons built in (Gaea containers paper and our tests): heterogeneous steps hung
 with `--export=NONE`, so the environment is exported (ALL) and the plan's settings are set
 on the container, not left to the launcher; the executable must load the host MPI, so in
-bind mode an image directory is checked with `climstack verify` before a script is written;
-the MPI plugin is the site's (cray_shasta on HPE Cray EX, pmi2 here).
+bind mode an image directory is checked with `climstack verify` before a script is written,
+and with --parity the job first runs `climstack parity` on its first node; the MPI plugin is
+the site's (cray_shasta on HPE Cray EX, pmi2 here).
 """
 
 import shlex
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.config import sites
-from climstack.run import runtimes, verify
+from climstack.pins import PROJECT_ROOT
+from climstack.run import parity, runtimes, verify
 from climstack.run.plan import Plan
 from climstack.errors import ClimstackError
 
@@ -59,6 +61,8 @@ def script(
     job_name: str = "climstack",
     export: str = "ALL",
     extra: list[str] = (),
+    parity_native: str = "",
+    parity_probe: str = parity.DEFAULT_PROBE,
 ) -> str:
     config = sites.get(site).bind["slurm"]
     het = len(components) > 1
@@ -84,6 +88,24 @@ def script(
         'export USER="${USER:-$(id -un)}"  # ch-run needs it',
     ]
     mpi = config["mpi"]
+    if parity_native:  # on the first node, 2 ranks, the same launcher as the job
+        launcher = f"srun --mpi={mpi} --nodes=1 --ntasks=2 --overcommit" + (
+            " --het-group=0" if het else ""
+        )
+        lines += [
+            "# pre-flight: the container must load the network providers a native run loads",
+            shlex.join(
+                [
+                    str(PROJECT_ROOT / "bin" / "climstack"),
+                    "parity",
+                    f"--plan={plan.directory}",
+                    f"--image={image}",
+                    f"--native={parity_native}",
+                    f"--probe={parity_probe}",
+                    f"--launcher={launcher}",
+                ]
+            ),
+        ]
     steps = []
     for index, component in enumerate(components):
         before, rank = runtimes.get(plan.runtime).job_lines(plan, image, component.command)
@@ -137,7 +159,15 @@ def register(commands) -> None:
         if not args.no_verify:
             preflight(plan, args.image, components)
         text = script(
-            args.site, plan, str(args.image), components, args.job_name, args.export, args.sbatch
+            args.site,
+            plan,
+            str(args.image),
+            components,
+            args.job_name,
+            args.export,
+            args.sbatch,
+            args.parity,
+            args.parity_probe,
         )
         if args.output:
             args.output.write_text(text)
@@ -173,6 +203,15 @@ def register(commands) -> None:
         help="extra #SBATCH option, e.g. --account=n02",
     )
     sub.add_argument("--no-verify", action="store_true", help="skip the bind-mode preflight")
+    sub.add_argument(
+        "--parity",
+        metavar="NATIVE_PROBE",
+        help="run `climstack parity` on the first node before the job, with this host build "
+        "of mpi-probe (the job fails if the container loses a network provider)",
+    )
+    sub.add_argument(
+        "--parity-probe", default=parity.DEFAULT_PROBE, help="mpi-probe inside the image"
+    )
     sub.add_argument("--output", type=Path, help="write the script here (default: stdout)")
     sub.add_argument(
         "--command",
