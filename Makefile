@@ -21,4 +21,5 @@ test: setup
 bench: setup
 	.venv/bin/python benchmarks/concretize_times.py
 	.venv/bin/python benchmarks/bind_vs_native.py
+	.venv/bin/python benchmarks/plugin_parity.py
 	.venv/bin/python benchmarks/buildcache_speedup.py
