@@ -47,8 +47,8 @@ def run(argv: list[str], env: dict) -> dict[str, dict[int, float]]:
 
 
 def main(repeat: int = 5) -> None:
-    image = helpers.probe_image()
     with tempfile.TemporaryDirectory() as tmp:
+        image = helpers.probe_image_copy(Path(tmp))
         plan = plans.write(plans.make_plan("local", environ={}), Path(tmp) / "plan")
         plans.prepare_image(plan, image)
         launcher = ["mpiexec", "-n", "2"]

@@ -109,8 +109,8 @@ def lost_provider_cost(image: Path, tmp: Path, repeat: int) -> None:
 
 
 def main(repeat: int = 5) -> None:
-    image = helpers.probe_image()
     with tempfile.TemporaryDirectory() as tmp:
+        image = helpers.probe_image_copy(Path(tmp))
         parity_table(image, Path(tmp))
         lost_provider_cost(image, Path(tmp), repeat)
 

@@ -63,9 +63,7 @@ def image(tmp_path_factory):
         pytest.skip(needs_charliecloud.kwargs["reason"])
     cached = programs.probe_image()
     before = tree(cached)
-    copy = tmp_path_factory.mktemp("image") / "probe"
-    subprocess.run(["cp", "-al", str(cached), str(copy)], check=True)
-    yield copy
+    yield programs.probe_image_copy(tmp_path_factory.mktemp("image"))
     assert tree(cached) == before, f"the tests changed the cached image {cached}"
 
 

@@ -194,6 +194,9 @@ def test_parity_of_ucx_modules_under_debian_mpich(image, tmp_path):
     mpi = helpers.debian_mpich()
     native = helpers.compile_probe(mpi, tmp_path / "native" / "mpi-probe")
     plan = ready(plans.make_plan("local", environ={}), image, tmp_path / "ok")
+    needed_by = {e["name"]: e["needed_by"] for e in plan.closure}  # the modules' rdma-core
+    assert all("/ucx/libuct_ib.so" in who for who in needed_by["libmlx5.so.1"])
+    assert all("/ucx/libuct_rdmacm.so" in who for who in needed_by["librdmacm.so.1"])
     report = trace(plan, image, mpi, native)
     assert report.ok, parity.render(report)
     assert {"ucx:cma", "ucx:ib", "ucx:rdmacm"} <= set(report.container.providers)

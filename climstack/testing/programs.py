@@ -280,6 +280,14 @@ def probe_image() -> Path:
     return atomic.directory(final, fill)
 
 
+def probe_image_copy(directory: Path) -> Path:
+    """A hard-linked copy of the probe image in `directory`: the mount points a run creates
+    go into the copy, never into the cached image."""
+    copy = directory / "probe"
+    subprocess.run(["cp", "-al", str(probe_image()), str(copy)], check=True)
+    return copy
+
+
 def newer_glibc_host() -> Path:
     """A host tree whose MPI needs a newer glibc than our Debian 12 images have: Debian sid
     (the suite of the provided Apptainer) with its MPICH, for verify's GLIBC check."""
