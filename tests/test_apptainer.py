@@ -12,7 +12,7 @@ import pytest
 from climstack import pins
 from climstack.build import image as images
 from climstack.build import sif
-from climstack.run import container_smoke
+from climstack.run import container_smoke, parity
 from climstack.run import plan as plans
 from climstack.run import sid_apptainer
 from climstack.run.runtimes import apptainer
@@ -261,3 +261,16 @@ def test_container_smoke_loads_the_hosts_mpi_under_each_runtime(runtime, built_s
     proc = climstack("container-smoke", "--runtime", runtime, "--image", image_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"{runtime:>12}: MPICH Version:\t4.0.2; pingpong" in proc.stdout
+
+
+def test_parity_under_apptainer(image, tmp_path):
+    """`climstack parity` on an Apptainer plan: the container loads libfabric's verbs
+    provider as the native run does (its rdma-core dependencies come from the plan)."""
+    mpi = helpers.mpich("3.4.3")
+    native = helpers.compile_probe(mpi, tmp_path / "native" / "mpi-probe")
+    made = plans.make_plan("local", prefix=str(mpi.prefix), environ={}, runtime="apptainer")
+    plan = plans.write(made, tmp_path / "plan")
+    launcher = [str(mpi.bin / "mpiexec"), "-n", "2"]
+    report = parity.run(plan, image, [str(native)], PROBE, launcher, env=mpi.env(**NO_HOME))
+    assert report.ok, parity.render(report)
+    assert "ofi:verbs" in report.container.providers and not report.lost
