@@ -22,11 +22,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from climstack.errors import ClimstackError
-from climstack.run import loader, plugins, runtimes
+from climstack.run import container_smoke, loader, plugins, verify
 from climstack.run.plan import Plan
 
 TRACE_ENV = {"MPI_PROBE_MAPS": "1", "FI_LOG_LEVEL": "info", "UCX_LOG_LEVEL": "info"}
-DEFAULT_PROBE = "/opt/views/view/bin/mpi-probe"
+DEFAULT_PROBE = container_smoke.PROBE  # the view's mpi-probe in our images
 REGISTERED = re.compile(r"registering provider: (\S+)")
 UCX_LANES = re.compile(r"ep_cfg\[\d+\]: (.*)")
 UCX_TRANSPORT = re.compile(r"(\w+)/[\w:.-]+")
@@ -93,9 +93,7 @@ class Report:
 
 
 def _named(provider: str, names: list[str]) -> bool:
-    family, _, name = provider.partition(":")
-    plugin = plugins.Plugin("", family, name)
-    return any(plugins.matches(n, plugin) for n in names)
+    return any(plugins.matches(n, provider) for n in names)
 
 
 def compare(native: Trace, container: Trace, plan: Plan, expected: list[str]) -> Report:
@@ -160,25 +158,23 @@ def run(
     timeout: int = 300,
 ) -> Report:
     """Trace `native` (a host build of the probe) and `probe` in `image`, then compare."""
-    runtime = runtimes.get(plan.runtime)
-    runtime.check_image(plan, image)
-    env = {**os.environ, "USER": os.environ.get("USER") or "root", **(env or {}), **TRACE_ENV}
-    argvs = {
-        "native": [*launcher, *native],
-        "container": [*launcher, *runtime.exec_args(plan, str(image), [probe])],
-    }
-    traces = {}
-    for side, argv in argvs.items():
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
-        except FileNotFoundError as err:
-            raise ClimstackError(
-                f"cannot run the {side} probe: {err.filename} not found",
-                fix="give --launcher and --native as paths on this host",
-            ) from err
-        traces[side] = parse(side, proc)
+    env = {**(env or {}), **TRACE_ENV}
+    try:
+        container = verify.run_probe(plan, image, probe, list(launcher), timeout, env)
+        native_run = subprocess.run(
+            [*launcher, *native],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, **env},
+        )
+    except FileNotFoundError as err:
+        raise ClimstackError(
+            f"cannot run the probe: {err.filename} not found",
+            fix="give --launcher and --native as paths on this host",
+        ) from err
     chosen = plan.providers if expected is None else expected
-    return compare(traces["native"], traces["container"], plan, list(chosen))
+    return compare(parse("native", native_run), parse("container", container), plan, list(chosen))
 
 
 def register(commands) -> None:

@@ -58,9 +58,9 @@ class Plugin:
         return {**asdict(self), "key": self.key}
 
 
-def matches(expected: str, plugin: Plugin) -> bool:
-    """A site names a provider `verbs` (any family) or `ofi:verbs`."""
-    return expected in (plugin.provider, plugin.key)
+def matches(expected: str, key: str) -> bool:
+    """A site names a provider `verbs` (any family) or `ofi:verbs` (the key)."""
+    return expected in (key, key.partition(":")[2])
 
 
 def _shared_objects(host_dir, view_dir: PurePosixPath, only_plugins: bool):
@@ -107,7 +107,7 @@ def close(
         seen.add(real[0])
         family, provider = identify(path.name) or ("plugin", path.name.split(".so")[0])
         plugin = Plugin(str(path), family, provider)
-        plugin.expected = any(matches(name, plugin) for name in expected)
+        plugin.expected = any(matches(name, plugin.key) for name in expected)
         result = loader.closure(str(path), view, search)
         plugin.needs = sorted(result.libraries)
         plugin.missing = sorted(result.missing)

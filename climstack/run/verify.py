@@ -228,13 +228,18 @@ def parse_probe(output: str) -> dict[str, str]:
 
 
 def run_probe(
-    plan: Plan, image: Path, executable: str, launcher: list[str], timeout: int = 120
+    plan: Plan,
+    image: Path,
+    executable: str,
+    launcher: list[str],
+    timeout: int = 120,
+    env: dict | None = None,
 ) -> subprocess.CompletedProcess:
     """Run `executable` inside the image under the plan, started by `launcher` (host)."""
     runtime = runtimes.get(plan.runtime)
     runtime.check_image(plan, image)
     argv = [*launcher, *runtime.exec_args(plan, str(image), [executable])]
-    env = {**os.environ, "USER": os.environ.get("USER") or "root"}
+    env = {**os.environ, "USER": os.environ.get("USER") or "root", **(env or {})}
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
 
 
