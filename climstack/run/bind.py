@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from climstack.errors import ClimstackError
-from climstack.run import loader, plan, runtimes
+from climstack.run import families, loader, plan, runtimes
 
 
 def check_arguments(args) -> None:
@@ -45,7 +45,14 @@ def register(commands) -> None:
         check_arguments(args)
         view = loader.View(args.root)
         made = plan.make_plan(
-            args.site, args.mode, view, args.prefix, args.fabric_prefix, runtime=args.runtime
+            args.site,
+            args.mode,
+            view,
+            args.prefix,
+            args.fabric_prefix,
+            runtime=args.runtime,
+            with_families=families.parse_with(args.with_families),
+            flavour=args.flavour,
         )
         out = (args.out or plan.default_directory(made)).resolve()
         # the renderer's bind syntax is checked before anything is written
@@ -95,6 +102,19 @@ def register(commands) -> None:
     sub.add_argument("--prefix", help="host MPI prefix (default: module env, then site scope)")
     sub.add_argument("--fabric-prefix", help="host libfabric prefix (fabric mode)")
     sub.add_argument("--runtime", choices=runtimes.NAMES, help="default: the site's bind.yaml")
+    sub.add_argument(
+        "--with",
+        dest="with_families",
+        action="append",
+        metavar="FAMILY[=PREFIX],...",
+        help=f"also bind the host's {', '.join(families.FAMILIES)} (prefix: module "
+        "environment, then the site's externals), e.g. --with netcdf,hdf5",
+    )
+    sub.add_argument(
+        "--flavour",
+        choices=tuple(families.FLAVOURS),
+        help="PrgEnv flavour of the host builds (default: bind.yaml, then $PE_ENV)",
+    )
     sub.add_argument(
         "--root",
         type=Path,

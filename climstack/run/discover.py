@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 
 from climstack.config import sites
 from climstack.errors import ClimstackError
-from climstack.run import elf, loader
+from climstack.run import elf, families, loader
 
 #: the MPICH ABI's libraries, and what else the same library is called on the host
 ABI_NAMES = {
@@ -30,6 +30,7 @@ class HostMpi:
     libraries: dict[str, str]  # ABI name -> path of the host file that provides it
     source: str
     version: str = ""
+    prefix: str = ""
 
 
 def find_in_prefix(prefix: str, view: loader.View, source: str) -> HostMpi:
@@ -46,7 +47,7 @@ def find_in_prefix(prefix: str, view: loader.View, source: str) -> HostMpi:
                     found[abi] = f"{libdir}/{name}"
                     break
         if "libmpi.so.12" in found:
-            mpi = HostMpi(found, source)
+            mpi = HostMpi(found, source, prefix=prefix)
             host_file = view.resolve(found["libmpi.so.12"])[1]
             if not os.access(host_file, os.R_OK):
                 raise ClimstackError(
@@ -76,8 +77,10 @@ def discover(
     prefix: str | None = None,
     site: sites.Site | None = None,
     environ: dict | None = None,
+    flavour: str | None = None,
 ) -> HostMpi:
-    """The host MPI: an explicit prefix, else the module environment, else the site scope."""
+    """The host MPI: an explicit prefix, else the module environment, else the site scope
+    (the `flavour` build beside its external: `ofi/gnu/9.1` -> `ofi/cray/10.0`)."""
     if prefix:
         return find_in_prefix(prefix, view, "--prefix")
     environ = os.environ if environ is None else environ
@@ -90,7 +93,10 @@ def discover(
     if site:
         external = site.external_prefix(*MPI_EXTERNALS)
         if external:
-            return find_in_prefix(external, view, site.origin(external))
+            where = site.origin(external)
+            if flavour:
+                external = families.reflavour(external, flavour, view)
+            return find_in_prefix(external, view, where)
     raise ClimstackError(
         "no host MPI found: no --prefix, no CRAY_MPICH_DIR or MPI in "
         "LD_LIBRARY_PATH, no MPI external in the site scope",

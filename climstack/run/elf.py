@@ -146,6 +146,18 @@ def rodata_strings(path: Path, minimum: int = 3) -> list[str]:
     return found
 
 
+_HDF5 = re.compile(r"^HDF5 library version: (\d+\.\d+\.\d+)")
+
+
+def hdf5_version(path: Path) -> str | None:
+    """The release of an HDF5 library (H5_lib_vers_info_g, `HDF5 library version: 1.14.4`),
+    which its H5check_version compares with the headers an application was built with."""
+    for text in rodata_strings(path):
+        if match := _HDF5.match(text):
+            return match.group(1)
+    return None
+
+
 @dataclass
 class MpiVersion:
     vendor: str  # "MPICH", "Cray MPICH", "Intel MPI"

@@ -17,7 +17,7 @@ from climstack import pins
 from climstack.common import stamp
 from climstack.config import inputs, sites
 from climstack.errors import ClimstackError
-from climstack.run import discover, loader, plugins
+from climstack.run import discover, families, loader, plugins
 
 MODES = ("bind", "hybrid", "fabric")
 #: inside the container: the generated links, and where host system directories go
@@ -43,6 +43,8 @@ class Plan:
     plugins: list[dict] = field(default_factory=list)  # network plugins and their closure
     warnings: list[str] = field(default_factory=list)  # plugins that cannot load here
     providers: list[str] = field(default_factory=list)  # expected (bind.yaml `providers:`)
+    families: dict[str, dict] = field(default_factory=dict)  # netcdf, hdf5: run.families
+    flavour: str | None = None  # PrgEnv flavour of the host builds (gnu, cray, aocc)
     directory: str = ""  # host directory holding plan.json and lib/ (the links)
 
     def mount_points(self) -> list[str]:
@@ -85,7 +87,11 @@ def make_plan(
     fabric_prefix: str | None = None,
     environ: dict | None = None,
     runtime: str | None = None,
+    with_families: dict[str, str | None] | None = None,
+    flavour: str | None = None,
 ) -> Plan:
+    """The plan for `mode`; `with_families` ({name: prefix or None}) adds host library
+    families to bind.yaml's `families:`, built with the PrgEnv `flavour`."""
     if mode not in MODES:
         raise ClimstackError(f"unknown mode {mode}", fix=f"one of {', '.join(MODES)}")
     scope = sites.get(site)
@@ -104,12 +110,25 @@ def make_plan(
     ]
 
     roots: dict[str, str] = {}  # name the application asks for -> host path (in view)
+    rules: dict[str, str] = {}  # root -> why it is bound (default: MPI)
+    plan.flavour = families.requested(flavour, config, environ)
+    mpi_prefix = ""
     if mode == "bind":
-        mpi = discover.discover(view, prefix, scope, environ)
+        mpi = discover.discover(view, prefix, scope, environ, plan.flavour)
         plan.mpi = {"source": mpi.source, "version": mpi.version, "libraries": mpi.libraries}
         roots.update(mpi.libraries)
+        mpi_prefix = mpi.prefix
     elif mode == "fabric":
         roots["libfabric.so.1"] = discover.find_fabric(view, scope, fabric_prefix)
+    chosen = {**dict.fromkeys(config["families"]), **(with_families or {})}
+    for name, family_prefix in chosen.items():
+        host = families.find(name, view, scope, environ, plan.flavour, family_prefix)
+        plan.families[name] = host.to_dict()
+        for link, path in host.libraries.items():
+            roots.setdefault(link, path)
+            rules.setdefault(link, f"{name} family")
+        if warning := families.mismatch_warning(host, mpi_prefix):
+            plan.warnings.append(warning)
     for name in config[f"{mode}_libraries"]:  # site extras resolved like DT_NEEDED
         roots.setdefault(name, name)
 
@@ -128,13 +147,18 @@ def make_plan(
                 missing.setdefault(path, []).append(f"{scope.path}/bind.yaml")
                 continue
             path = hit
-        result = loader.closure(path, view, search)
+        # its own directory first: a family's libraries need their siblings
+        result = loader.closure(path, view, [str(PurePosixPath(path).parent), *search])
         for needed, who in result.missing.items():
             missing.setdefault(needed, []).extend(who)
         files.setdefault(name, result.root)  # one the closure found keeps who needs it
         for library in result.libraries.values():  # a site extra another library needs
-            known = files.get(library.name)  # is listed with who needs it
-            if known is None or (library.needed_by and not known.needed_by):
+            known = files.get(library.name)  # is listed with who needs it; a root given
+            if known is None or (  # by path (MPI, a family) stays the one linked
+                library.needed_by
+                and not known.needed_by
+                and "/" not in roots.get(library.name, "")
+            ):
                 files[library.name] = library
     if missing:
         loader.Closure(
@@ -163,7 +187,8 @@ def make_plan(
             {
                 "name": name,
                 "host": str(library.real),
-                "rule": library.how
+                "rule": rules.get(name)
+                or library.how
                 or ("bind.yaml" if name in config[f"{mode}_libraries"] else "MPI"),
                 "needed_by": sorted(set(library.needed_by)),
             }
@@ -218,7 +243,7 @@ def _close_plugins(plan, files, lib_dirs, config, environ, view, search) -> None
     )
     plan.plugins = [p.to_dict() for p in found]
     plan.providers = list(config["providers"])
-    plan.warnings = plugins.warnings(found)
+    plan.warnings += plugins.warnings(found)
     plugin_files = {PurePosixPath(view.resolve(p.path)[0]) for p in found}
     for name, library in needed.items():  # not a sibling plugin (libuct_ib for ib_mlx5)
         if name not in files and library.real not in plugin_files:

@@ -18,7 +18,7 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
-from climstack.run import discover, elf, loader, runtimes, sif_image
+from climstack.run import discover, elf, family_check, loader, runtimes, sif_image
 from climstack.run.plan import LINKS_DIR, Plan
 from climstack.errors import ClimstackError
 
@@ -40,6 +40,7 @@ class Report:
     missing: list[str] = field(default_factory=list)  # imported MPI symbols the host lacks
     glibc_missing: list[str] = field(default_factory=list)
     version_missing: list[str] = field(default_factory=list)  # "V of F, needed by G"
+    families: dict[str, dict] = field(default_factory=dict)  # run.family_check's reports
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -88,7 +89,8 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
     report = Report(executable)
     top = loader.load(executable, plain)
     report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
-    if "libmpi.so.12" not in top.info.needed and not top.info.mpi_imports():
+    uses_mpi = "libmpi.so.12" in top.info.needed or bool(top.info.mpi_imports())
+    if not uses_mpi and not (plan and plan.families):  # a serial NetCDF program may bind
         report.problems.append(f"{executable} does not use MPI (no libmpi.so.12 in DT_NEEDED)")
     if top.info.rpath and not top.info.runpath:
         report.problems.append(
@@ -136,7 +138,8 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
     for line in report.version_missing:
         report.problems.append(f"symbol version {line}")
 
-    if plan and plan.mode == "bind":
+    host_libs = []  # the host MPI's libraries and what they load from the plan
+    if plan and plan.mode == "bind" and uses_mpi:
         pick = next(
             filter(
                 None,
@@ -160,8 +163,6 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
                     f"{name} comes from {lib.path} ({lib.how}) but "
                     f"libmpi.so.12 from {pick.path}: mixed MPI libraries"
                 )
-        # the host side: the plan's MPI libraries and what they load from the plan
-        host_libs = []
         for name in (n for n in discover.ABI_NAMES if n in plan.links):
             host = loader.closure(f"{LINKS_DIR}/{name}", planned, path)
             host_libs += [host.root] + [
@@ -180,15 +181,23 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
                 f"the host MPI lacks {len(report.missing)} MPI symbols the application "
                 f"imports: {', '.join(report.missing)}"
             )
-        libc = loader.find("libc.so.6", top, [], [], plain) if image else None
-        report.glibc_missing = _glibc_versions(
-            [lib.info for lib in host_libs], libc.info if libc else None
+    if plan:
+        report.families, found = family_check.check(plan, own, planned_closure)
+        report.problems += found
+        host_libs += [
+            lib
+            for lib in planned_closure.libraries.values()
+            if lib.path.parent == PurePosixPath(LINKS_DIR)
+        ]
+    libc = loader.find("libc.so.6", top, [], [], plain) if image else None
+    report.glibc_missing = _glibc_versions(
+        [lib.info for lib in host_libs], libc.info if libc else None
+    )
+    if report.glibc_missing:
+        report.problems.append(
+            f"the bound host libraries need {', '.join(report.glibc_missing)} from the "
+            "image's C library, which lacks them (use an image with a newer glibc)"
         )
-        if report.glibc_missing:
-            report.problems.append(
-                f"the bound host libraries need {', '.join(report.glibc_missing)} from the "
-                "image's C library, which lacks them (use an image with a newer glibc)"
-            )
     return report
 
 
@@ -209,6 +218,18 @@ def render(report: Report) -> str:
         f"files), exported by the host MPI: {report.exported}, missing: "
         f"{len(report.missing)}"
     )
+    for name, family in report.families.items():
+        if "imported" in family:
+            lines.append(
+                f"  {name}: from the host {' '.join(family['from_host']) or '-'}; symbols "
+                f"imported {family['imported']}, exported by the host "
+                f"{family['exported']}, missing {len(family['missing'])}"
+            )
+        if versions := family.get("versions"):
+            lines.append(
+                f"  HDF5: image {versions['image'] or '?'}, loaded under the plan "
+                f"{versions['host'] or '?'} {versions.get('override', '')}".rstrip()
+            )
     for problem in report.problems:
         lines.append(f"  REFUSED: {problem}")
     lines.append("verdict: " + ("ok" if report.ok else "refused"))

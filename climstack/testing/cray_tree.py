@@ -16,6 +16,21 @@ int PMPI_Finalize(void) { return 0; }
 """
 
 
+#: PrgEnv-cray: the CCE runtime (what `module load PrgEnv-cray` puts on LD_LIBRARY_PATH), the
+#: CCE flavour of Cray MPICH, and the flavours of cray-hdf5-parallel/cray-netcdf-hdf5parallel
+CCE_RUNTIME = "/opt/cray/pe/cce/16.0.1/cce/x86_64/lib"
+CCE_LIBRARIES = ("libmodules.so.1", "libfi.so.1", "libcraymath.so.1", "libf.so.1", "libu.so.1")
+CRAY_MPICH_CCE = "/opt/cray/pe/mpich/8.1.27/ofi/cray/10.0"
+IO_BUILDS = {"gnu": ("gnu/9.1", "gnu_91"), "cray": ("crayclang/14.0", "cray")}
+HDF5 = "/opt/cray/pe/hdf5-parallel/1.12.2.7"
+NETCDF = "/opt/cray/pe/netcdf-hdf5parallel/4.9.0.7"
+HDF5_SOURCE = r"""
+__attribute__((used)) static const char version[] = "HDF5 library version: 1.12.2";
+int H5open(void) { return 0; }
+int H5Fcreate(void) { return 0; }
+"""
+
+
 def shared_library(
     root: Path,
     path: str,
@@ -130,6 +145,7 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
     shared_library(
         root, "/opt/cray/pe/mpich/8.1.27/gtl/lib/libmpi_gtl_cuda.so.0", "libmpi_gtl_cuda.so.0"
     )
+    io_builds(root, fabric)
     for path in (
         "/etc/host.conf",
         "/etc/resolv.conf",
@@ -150,3 +166,44 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
     ):
         (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
     return root
+
+
+def io_builds(root: Path, fabric: str) -> None:
+    """The CCE runtime, the CCE Cray MPICH, and GNU and CRAY builds of HDF5 and NetCDF
+    (Cray's names: libhdf5_parallel_gnu_91.so.200, ...); the CRAY ones and the CCE MPICH
+    need the CCE runtime, reachable only through LD_LIBRARY_PATH (no RUNPATH)."""
+    cce = [f"{CCE_RUNTIME}/{name}" for name in CCE_LIBRARIES]
+    for path, name in zip(cce, CCE_LIBRARIES):
+        shared_library(root, path, name)
+    shared_library(
+        root,
+        f"{CRAY_MPICH_CCE}/lib/libmpich_cray_100.so.12.0.0",
+        "libmpich_cray_100.so.12",
+        [f"{fabric}/libfabric.so.1", "/opt/cray/pe/lib64/libpmi.so.0", *cce],
+        source=CRAY_LIB_SOURCE,
+    )
+    _link(
+        root, f"{CRAY_MPICH_CCE}/lib-abi-mpich/libmpi.so.12", "../lib/libmpich_cray_100.so.12.0.0"
+    )
+    for flavour, (sub, tag) in IO_BUILDS.items():
+        runtime = cce if flavour == "cray" else ["/opt/cray/pe/gcc-libs/libgfortran.so.5"]
+        lib = f"{HDF5}/{sub}/lib"
+        c = f"{lib}/libhdf5_parallel_{tag}.so.200.2.0"
+        shared_library(root, c, f"libhdf5_parallel_{tag}.so.200", runtime, source=HDF5_SOURCE)
+        _link(root, f"{lib}/libhdf5_parallel_{tag}.so.200", Path(c).name)  # as ldconfig
+        _link(root, f"{lib}/libhdf5_parallel.so", Path(c).name)
+        for part in ("hl", "fortran"):
+            shared_library(
+                root,
+                f"{lib}/libhdf5_{part}_parallel_{tag}.so.200",
+                f"libhdf5_{part}_parallel_{tag}.so.200",
+                [c, *runtime],
+            )
+        nc = f"{NETCDF}/{sub}/lib/libnetcdf_parallel_{tag}.so.19"
+        shared_library(root, nc, f"libnetcdf_parallel_{tag}.so.19", [c, *runtime])
+        shared_library(
+            root,
+            f"{NETCDF}/{sub}/lib/libnetcdff_parallel_{tag}.so.7",
+            f"libnetcdff_parallel_{tag}.so.7",
+            [nc, *runtime],
+        )
