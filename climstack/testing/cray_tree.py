@@ -192,6 +192,8 @@ def io_builds(root: Path, fabric: str) -> None:
         shared_library(root, c, f"libhdf5_parallel_{tag}.so.200", runtime, source=HDF5_SOURCE)
         _link(root, f"{lib}/libhdf5_parallel_{tag}.so.200", Path(c).name)  # as ldconfig
         _link(root, f"{lib}/libhdf5_parallel.so", Path(c).name)
+        # the PE's default versions are linked in /opt/cray/pe/lib64 (ld.so.conf'd there)
+        _link(root, f"/opt/cray/pe/lib64/libhdf5_parallel_{tag}.so.200", f"../../../..{c}")
         for part in ("hl", "fortran"):
             shared_library(
                 root,

@@ -65,6 +65,18 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
+#: a serial HDF5 program: H5F_ACC_TRUNC expands to a H5check_version(1, 10, 8) call
+H5_WRITER_SOURCE = r"""
+#include <hdf5.h>
+#include <stdio.h>
+int main(void) {
+    unsigned major, minor, release;
+    hid_t file = H5Fcreate("/dev/null.h5", H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    H5get_libversion(&major, &minor, &release);
+    printf("hdf5: %u.%u.%u\n", major, minor, release);
+    return file < 0 ? 0 : H5Fclose(file);
+}
+"""
 IMAGE_PACKAGES = ("libnetcdf19",)  # pulls HDF5 1.10.8 (serial) and the rest of its closure
 BULLSEYE_PACKAGES = ("libnetcdf18", "libhdf5-103-1", "libhdf5-hl-100")
 H5PY = "h5py==3.12.1"  # its wheel's h5py.libs: HDF5 1.14.4
@@ -117,8 +129,11 @@ def unpack_debs(packages, into: Path, status: str = "/dev/null", suite: str | No
 
 
 def netcdf_image() -> Path:
-    """The probe image with Debian 12's NetCDF/HDF5 as its own and /opt/probe/bin/nc-writer."""
-    key = stamp.digest(programs.probe_image_key(), NC_WRITER_SOURCE, *IMAGE_PACKAGES, length=10)
+    """The probe image with Debian 12's NetCDF/HDF5 as its own, and in /opt/probe/bin
+    nc-writer (MPI, NetCDF) and h5-writer (serial HDF5, Debian 12's headers)."""
+    key = stamp.digest(
+        programs.probe_image_key(), NC_WRITER_SOURCE, H5_WRITER_SOURCE, *IMAGE_PACKAGES, length=10
+    )
     final = pins.cache_dir() / "images" / f"bind-netcdf-{key}"
 
     def fill(work: Path):
@@ -141,6 +156,24 @@ def netcdf_image() -> Path:
                     "-lmpi",
                     "-Wl,--enable-new-dtags",
                     f"-Wl,-rpath,{programs.IMAGE_PREFIX}/lib",
+                ],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            source = Path(tmp) / "h5_writer.c"
+            source.write_text(H5_WRITER_SOURCE)
+            serial = "/usr/lib/x86_64-linux-gnu/hdf5/serial"
+            subprocess.run(
+                [
+                    "gcc",
+                    "-O2",
+                    "-I/usr/include/hdf5/serial",
+                    "-o",
+                    str(work / "opt/probe/bin/h5-writer"),
+                    str(source),
+                    f"-L{serial}",
+                    "-lhdf5",
                 ],
                 check=True,
                 capture_output=True,
