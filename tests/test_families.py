@@ -245,3 +245,27 @@ def test_an_hdf5_minor_mismatch_is_refused_and_aborts_as_predicted_when_forced(n
     result = run(plan, nc_image, [H5_WRITER])
     assert result.returncode == -6  # SIGABRT
     assert "Headers are 1.10.8, library is 1.14.4" in result.stderr
+
+
+@needs_charliecloud
+def test_slurm_requests_families_and_its_preflight_checks_them(nc_image, tmp_path):
+    def slurm(plan_dir, *extra):
+        return subprocess.run(
+            [str(pins.PROJECT_ROOT / "bin/climstack"), "slurm", "local", "--plan", str(plan_dir)]
+            + ["--image", str(nc_image), "--ntasks", "2", *extra, "--command", NC_WRITER],
+            capture_output=True,
+            text=True,
+        )
+
+    ready(plans.make_plan("local", environ={}), nc_image, tmp_path / "mpi")
+    refused = slurm(tmp_path / "mpi", "--with", "netcdf")
+    assert refused.returncode != 0 and "binds no host netcdf" in refused.stderr
+    assert "climstack bind local --with netcdf --out DIR" in refused.stderr
+    chosen = {"netcdf": f"{io_libraries.bullseye_host()}/usr"}  # NetCDF 4.7.4: refused
+    ready(plans.make_plan("local", environ={}, with_families=chosen), nc_image, tmp_path / "bad")
+    refused = slurm(tmp_path / "bad", "--with", "netcdf")
+    assert refused.returncode != 0 and "REFUSED: SONAME mismatch: libnetcdf" in refused.stderr
+    ready(plans.make_plan("local", environ={}, with_families=DEBIAN_IO), nc_image, tmp_path / "ok")
+    written = slurm(tmp_path / "ok", "--with", "netcdf,hdf5")
+    assert written.returncode == 0, written.stderr
+    assert "srun" in written.stdout and NC_WRITER in written.stdout

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from climstack.config import sites
 from climstack.pins import PROJECT_ROOT
-from climstack.run import parity, runtimes, verify
+from climstack.run import families, parity, runtimes, verify
 from climstack.run.plan import Plan
 from climstack.errors import ClimstackError
 
@@ -122,8 +122,21 @@ def script(
     return "\n".join(lines) + "\n"
 
 
+def require_families(plan: Plan, wanted: dict) -> None:
+    """`--with`: the job needs these host families, so the plan must bind them."""
+    lacking = sorted(set(wanted) - set(plan.families))
+    if lacking:
+        raise ClimstackError(
+            f"the plan {plan.directory or '-'} binds no host {', '.join(lacking)} "
+            f"(it binds: {', '.join(['mpi', *plan.families])})",
+            fix=f"write the plan with `climstack bind {Path(plan.site).name} --with "
+            f"{','.join(lacking)} --out DIR`, then pass --plan DIR",
+        )
+
+
 def preflight(plan: Plan, image: Path, components: list[Component]) -> None:
-    """In bind mode, every component's executable must load the host MPI (an image dir)."""
+    """In bind mode, every component's executable must load the host MPI and the host's
+    families (an image dir)."""
     if plan.mode != "bind" or not image.is_dir():
         return
     for component in components:
@@ -156,6 +169,7 @@ def register(commands) -> None:
                 fix="--command PROG ARGS (last), or "
                 "--component 'NODESxTASKS PROG ARGS' per het component",
             )
+        require_families(plan, families.parse_with(args.with_families))
         if not args.no_verify:
             preflight(plan, args.image, components)
         text = script(
@@ -203,6 +217,13 @@ def register(commands) -> None:
         help="extra #SBATCH option, e.g. --account=n02",
     )
     sub.add_argument("--no-verify", action="store_true", help="skip the bind-mode preflight")
+    sub.add_argument(
+        "--with",
+        dest="with_families",
+        action="append",
+        metavar="FAMILY,...",
+        help="host library families the job needs bound (the plan must bind them)",
+    )
     sub.add_argument(
         "--parity",
         metavar="NATIVE_PROBE",
