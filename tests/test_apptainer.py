@@ -16,6 +16,7 @@ from climstack.run import container_smoke, parity
 from climstack.run import plan as plans
 from climstack.run import sid_apptainer
 from climstack.run.runtimes import apptainer
+from climstack.testing import io_libraries
 from climstack.testing import programs as helpers
 
 PROBE = "/opt/probe/bin/mpi-probe"
@@ -274,3 +275,23 @@ def test_parity_under_apptainer(image, tmp_path):
     report = parity.run(plan, image, [str(native)], PROBE, launcher, env=mpi.env(**NO_HOME))
     assert report.ok, parity.render(report)
     assert "ofi:verbs" in report.container.providers and not report.lost
+
+
+def test_hosts_netcdf_and_hdf5_under_apptainer(tmp_path):
+    """The image's nc-writer (MPI + NetCDF-4) on the host's Debian 12 NetCDF/HDF5 families."""
+    image = tmp_path / "image"
+    subprocess.run(["cp", "-al", str(io_libraries.netcdf_image()), str(image)], check=True)
+    made = plans.make_plan(
+        "local",
+        environ={},
+        runtime="apptainer",
+        with_families={"netcdf": "/usr", "hdf5": "/usr/lib/x86_64-linux-gnu/hdf5/serial"},
+    )
+    plan = plans.write(made, tmp_path / "plan")
+    writer = "/opt/probe/bin/nc-writer"
+    run = launch(helpers.debian_mpich(), apptainer.exec_args(plan, str(image), [writer]))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "ranks: 2" in run.stdout
+    host = "/opt/climstack/host/usr/lib/x86_64-linux-gnu"
+    assert f"io-library: {host}/libnetcdf.so.19" in run.stdout
+    assert f"io-library: {host}/libhdf5_serial.so.103.3.1" in run.stdout
