@@ -151,29 +151,25 @@ class HostFamily:
         }
 
 
+def _lib_dirs(prefix: str) -> list[str]:
+    return [f"{prefix.rstrip('/')}/{sub}".rstrip("/") or "/" for sub in LIB_SUBDIRS]
+
+
 def _libraries(family: Family, prefix: str, view: loader.View) -> dict[str, str]:
     """Link name -> path of each of the family's libraries in the prefix's first lib dir
     holding any; ClimstackError if two builds of one library are there."""
-    for sub in LIB_SUBDIRS:
-        directory = f"{prefix.rstrip('/')}/{sub}".rstrip("/") or "/"
+    for directory in _lib_dirs(prefix):
         found = view.resolve(directory)
         if not found or not found[1].is_dir():
             continue
         by_plain: dict[str, dict[str, str]] = {}  # plain name -> SONAME -> path
         for entry in sorted(found[1].iterdir()):
             known = classify(entry.name)
-            if (
-                not known
-                or known[0] != family.name
-                or not view.resolve(f"{directory}/{entry.name}")
-            ):
-                continue
-            info = elf.try_read(entry)
-            if info is None:
-                continue
-            soname = info.soname or entry.name
-            real = str(view.resolve(f"{directory}/{entry.name}")[0])
-            by_plain.setdefault(known[1], {}).setdefault(soname, real)
+            resolved = known and known[0] == family.name and view.resolve(found[0] / entry.name)
+            info = elf.try_read(entry) if resolved else None
+            if info is not None:
+                soname = info.soname or entry.name
+                by_plain.setdefault(known[1], {}).setdefault(soname, str(resolved[0]))
         links = {}
         for plain, builds in by_plain.items():
             if len(builds) > 1:
@@ -228,15 +224,15 @@ def find(
             raise ClimstackError(
                 f"{each} ({source}) holds no {name} library "
                 f"({', '.join(sorted(set(family.libraries.values())))}); looked in "
-                + ", ".join(f"{each.rstrip('/')}/{s}".rstrip("/") for s in LIB_SUBDIRS),
+                + ", ".join(_lib_dirs(each)),
                 fix=f"give the prefix of the {name} installation (the one holding lib/)",
             )
         for link, path in found.items():
             libraries.setdefault(link, path)
     host = HostFamily(name, source, prefixes, flavour_of(prefixes[0]), libraries)
-    if "libhdf5" in {(classify(n) or ("", ""))[1] for n in libraries}:
-        path = next(p for n, p in libraries.items() if (classify(n) or ("", ""))[1] == "libhdf5")
-        host.version = elf.hdf5_version(view.resolve(path)[1]) or ""
+    hdf5 = next((p for n, p in libraries.items() if n.startswith("libhdf5.so.")), None)
+    if hdf5:  # its plain-name link: the C library
+        host.version = elf.hdf5_version(view.resolve(hdf5)[1]) or ""
     return host
 
 

@@ -139,45 +139,21 @@ def netcdf_image() -> Path:
     def fill(work: Path):
         subprocess.run(["cp", "-a", f"{programs.probe_image()}/.", str(work)], check=True)
         unpack_debs(IMAGE_PACKAGES, work, status=str(work / "var/lib/dpkg/status"))
-        own = programs.mpich(programs.IMAGE_MPI)
+        bindir = work / "opt/probe/bin"
         with tempfile.TemporaryDirectory() as tmp:
-            source = Path(tmp) / "nc_writer.c"
-            source.write_text(NC_WRITER_SOURCE)
-            subprocess.run(
-                [
-                    "gcc",
-                    "-O2",
-                    f"-I{own.prefix / 'include'}",
-                    "-o",
-                    str(work / "opt/probe/bin/nc-writer"),
-                    str(source),
-                    f"-L{own.lib}",
-                    "-lnetcdf",
-                    "-lmpi",
-                    "-Wl,--enable-new-dtags",
-                    f"-Wl,-rpath,{programs.IMAGE_PREFIX}/lib",
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
+            nc_writer, h5_writer = Path(tmp) / "nc_writer.c", Path(tmp) / "h5_writer.c"
+            nc_writer.write_text(NC_WRITER_SOURCE)
+            h5_writer.write_text(H5_WRITER_SOURCE)
+            own = programs.mpich(programs.IMAGE_MPI)
+            lib = f"{programs.IMAGE_PREFIX}/lib"
+            programs.build_program(
+                own, nc_writer, bindir / "nc-writer", lib, libraries=("-lnetcdf",)
             )
-            source = Path(tmp) / "h5_writer.c"
-            source.write_text(H5_WRITER_SOURCE)
             serial = "/usr/lib/x86_64-linux-gnu/hdf5/serial"
-            subprocess.run(
-                [
-                    "gcc",
-                    "-O2",
-                    "-I/usr/include/hdf5/serial",
-                    "-o",
-                    str(work / "opt/probe/bin/h5-writer"),
-                    str(source),
-                    f"-L{serial}",
-                    "-lhdf5",
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
+            process.run(
+                ["gcc", "-O2", "-I/usr/include/hdf5/serial", "-o", bindir / "h5-writer"]
+                + [h5_writer, f"-L{serial}", "-lhdf5"],
+                "compiling h5-writer",
             )
 
     if not final.is_dir():

@@ -165,9 +165,15 @@ IMAGE_PREFIX = f"/opt/mpich-{IMAGE_MPI}"
 
 
 def build_program(
-    mpi: Mpi, source: Path, output: Path, runpath_dir: str, runpath: bool = True
+    mpi: Mpi,
+    source: Path,
+    output: Path,
+    runpath_dir: str,
+    runpath: bool = True,
+    libraries: tuple[str, ...] = (),
 ) -> Path:
-    """gcc against `mpi`'s headers and libmpi, with RUNPATH (or RPATH) `runpath_dir`."""
+    """gcc against `mpi`'s headers and libmpi (after `libraries`, e.g. -lnetcdf), with
+    RUNPATH (or RPATH) `runpath_dir`."""
     include = (
         mpi.prefix / "include"
         if mpi.prefix != Path("/usr")
@@ -184,6 +190,7 @@ def build_program(
             str(output),
             str(source),
             f"-L{mpi.lib}",
+            *libraries,
             "-lmpi",
             f"-Wl,{dtags}",
             f"-Wl,-rpath,{runpath_dir}",
