@@ -12,6 +12,7 @@ from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, regi
 
 from climstack.build import environments
 from climstack.config import spack
+from climstack.testing import centre
 from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
 from climstack.pins import cache_dir
 
@@ -51,6 +52,13 @@ def roots(lock: dict) -> list[dict]:
 
 def run_spack(*args, **kwargs):
     return spack.run(*args, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def centre_a():
+    """Centre A of the buildcache tests (file:// and OCI): the slice built once and pushed
+    signed (climstack.testing.centre.centre_a)."""
+    return centre.centre_a()
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +107,7 @@ def git_status_at_start(request) -> str:
 
 
 #: daemons the tests start (the Slurm cluster, spack gpg); each must be stopped by them
-DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd", "gpg-agent")
+DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd", "gpg-agent", "docker-registry")
 
 
 def daemons(*marks: str) -> set[str]:

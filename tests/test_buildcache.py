@@ -11,7 +11,6 @@ by the lockfile's root hashes), so only the first run builds (a few minutes); B 
 every run.
 """
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,15 +18,10 @@ from pathlib import Path
 import pytest
 
 from climstack.build import buildcache as bc
-from climstack.build import debian_sources as ds
 from climstack.build import signing
 from climstack.build import source_mirror as sm
-from climstack.common import stamp
-from climstack.testing.centre import SLICE_SUITES, Centre, slice_env
 from climstack.errors import ClimstackError
-from climstack.pins import cache_dir
-
-DEMO = cache_dir() / "buildcache-demo"
+from climstack.testing.centre import Centre
 
 
 def spack_find(centre: Centre, env: Path) -> dict[str, str]:
@@ -43,27 +37,6 @@ def spack_find(centre: Centre, env: Path) -> dict[str, str]:
 
 def location(centre: Centre, env: Path, name: str) -> Path:
     return Path(centre.run("location", "-i", name, env=env).stdout.strip())
-
-
-@pytest.fixture(scope="module")
-def centre_a():
-    """A: built and pushed once per lockfile; returns (centre, env, cache url, public key)."""
-    a = Centre(DEMO / "centre-a").setup()
-    public = a.home / "centre-a.pub"
-    if not signing.gpg_fingerprints(a.run):
-        signing.gpg_create("climstack centre A", "centre-a@climstack.invalid", public, run=a.run)
-    if not public.is_file():
-        signing.gpg_export(public, run=a.run)
-    env = a.home / "slice"
-    slice_env(env, run=a.run)
-    report = sm.fill_from_debian(
-        env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
-    )
-    a.run("install", "-j2", env=env, timeout=5400)
-    roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
-    cache = DEMO / "caches" / stamp.digest(" ".join(roots))
-    bc.push(env, cache.as_uri(), run=a.run)
-    return a, env, cache.as_uri(), public, report
 
 
 @pytest.fixture(scope="module")

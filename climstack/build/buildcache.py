@@ -56,13 +56,13 @@ def check_reachable(url: str, timeout: float = 5.0) -> None:
                 "(site/<site>/mirrors.yaml or --mirror)",
             )
         return
-    if parsed.scheme not in ("http", "https", "oci", "s3", "gs"):
+    if parsed.scheme not in ("http", "https", "oci", "oci+http", "s3", "gs"):
         raise ClimstackError(
             f"buildcache {url}: unsupported URL scheme '{parsed.scheme}'",
             fix="use file://, https:// or oci://",
         )
     host = parsed.hostname or ""
-    port = parsed.port or (80 if parsed.scheme == "http" else 443)
+    port = parsed.port or (80 if parsed.scheme in ("http", "oci+http") else 443)
     try:
         with socket.create_connection((host, port), timeout=timeout):
             pass
@@ -80,8 +80,10 @@ def mirror_add(
     env: Path | None = None,
     run=spack.run,
     name: str = MIRROR_NAME,
+    options: list[str] = (),
 ) -> None:
-    """Register a binary mirror in the environment (or the user scope without one)."""
+    """Register a binary mirror in the environment (or the user scope without one);
+    options: more `spack mirror add` options (an OCI registry's credentials' variables)."""
     scope = ["--scope", f"env:{env}"] if env else ["--scope", "user"]
     run("mirror", "remove", *scope, name, env=env, check=False)
     run(
@@ -91,6 +93,7 @@ def mirror_add(
         "--type",
         "binary",
         "--unsigned" if unsigned else "--signed",
+        *options,
         name,
         url,
         env=env,
@@ -208,6 +211,12 @@ def install_error(url: str, output: str) -> ClimstackError:
             spec, _, reason = line.split(" for ", 1)[1].partition(" due to ")
             reasons.append(f"  {spec.split(' from ')[0]}: {reason.strip()}")
     fixes = [fix for key, fix in REFUSALS if any(key in r for r in reasons)]
+    if not reasons:  # a binary that was fetched but could not be installed (disk full, ...)
+        reasons = [
+            "  " + line.split("Failed to install ", 1)[1]
+            for line in output.splitlines()
+            if "Error: Failed to install " in line
+        ]
     if not reasons:
         errors = [line for line in output.splitlines() if "Error:" in line]
         reasons = errors[-4:] or [output.strip()[-2000:]]
@@ -247,89 +256,3 @@ def select(specs: list[dict], target: str | None = None, lock: Path | None = Non
         wanted = set(json.loads(lock.read_text())["concrete_specs"])
         specs = [s for s in specs if s["hash"] in wanted]
     return specs
-
-
-def register(commands) -> None:
-    sub = commands.add_parser(
-        "buildcache",
-        help="share builds between centres: signing keys, "
-        "push to a buildcache, install from it, list it",
-    )
-    actions = sub.add_subparsers(dest="action", required=True)
-
-    key = actions.add_parser("key", help="`spack gpg`: create, export or trust a signing key")
-    key_actions = key.add_subparsers(dest="key_action", required=True)
-    create = key_actions.add_parser("create", help="create this centre's signing key")
-    create.add_argument("name")
-    create.add_argument("email")
-    create.add_argument(
-        "--public",
-        default="keys/climstack.pub",
-        help="where to export the public key (default: %(default)s)",
-    )
-    create.add_argument("--secret", help="also export the secret key here (keep it out of git)")
-    create.set_defaults(
-        run=lambda a: signing.gpg_create(
-            a.name, a.email, Path(a.public), Path(a.secret) if a.secret else None
-        )
-    )
-    export = key_actions.add_parser("export", help="export public (or --secret) keys")
-    export.add_argument("dest")
-    export.add_argument("--secret", action="store_true")
-    export.set_defaults(run=lambda a: signing.gpg_export(Path(a.dest), a.secret))
-    trust = key_actions.add_parser("trust", help="import another centre's public key")
-    trust.add_argument("keyfile")
-    trust.set_defaults(run=lambda a: signing.gpg_trust(Path(a.keyfile)))
-
-    def run_push(args):
-        env_dir, url = environments.resolve(args.environment), mirror_url(args.mirror)
-        print(push(env_dir, url, args.key, args.unsigned, args.force), end="")
-
-    push_cmd = actions.add_parser(
-        "push",
-        help="push an environment's installed specs, signed, " "and update the cache's index",
-    )
-    push_cmd.add_argument("environment")
-    push_cmd.add_argument("mirror", help="directory, file://, https:// or oci:// URL")
-    push_cmd.add_argument("--key", help="signing key fingerprint (default: the only one)")
-    push_cmd.add_argument("--unsigned", action="store_true", help="push without signing")
-    push_cmd.add_argument("--force", action="store_true", help="replace tarballs in the cache")
-    push_cmd.set_defaults(run=run_push)
-
-    def run_install(args):
-        url = mirror_url(args.mirror)
-        check_reachable(url)
-        env_dir = env_from_lock(Path(args.lock), Path(args.into))
-        print(install(env_dir, url, args.unsigned), end="")
-
-    install_cmd = actions.add_parser(
-        "install", help="install another centre's lockfile from " "the buildcache only"
-    )
-    install_cmd.add_argument("lock", help="the building centre's spack.lock")
-    install_cmd.add_argument("mirror", help="directory, file://, https:// or oci:// URL")
-    install_cmd.add_argument("--into", required=True, help="environment directory to create")
-    install_cmd.add_argument(
-        "--unsigned", action="store_true", help="accept unsigned binaries (no signature check)"
-    )
-    install_cmd.set_defaults(run=run_install)
-
-    def run_list(args):
-        specs = contents(mirror_url(args.mirror))
-        lock = None
-        if args.environment:
-            lock = environments.resolve(args.environment) / "spack.lock"
-            if not lock.is_file():
-                raise ClimstackError(f"no {lock}", fix=f"climstack concretize {args.environment}")
-        for s in sorted(select(specs, args.target, lock), key=lambda s: (s["target"], s["name"])):
-            mpi = f"  ^{s['mpi'][0]}" if s["mpi"] else ""
-            print(f"{s['os']}-{s['target']}  {s['name']}@{s['version']}/{s['hash'][:7]}{mpi}")
-
-    list_cmd = actions.add_parser("list", help="what a buildcache holds, per target/environment")
-    list_cmd.add_argument("mirror")
-    list_cmd.add_argument("--target", help="only this target (e.g. zen2, zen3, x86_64)")
-    list_cmd.add_argument(
-        "--environment",
-        help="only specs of this environment's lockfile "
-        "(a site: local, archer2, gaea-c6, container-...)",
-    )
-    list_cmd.set_defaults(run=run_list)

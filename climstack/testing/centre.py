@@ -1,6 +1,7 @@
 """An isolated Spack instance ("centre") and the slice of the local environment that the
 buildcache round-trip test and benchmark share between two centres."""
 
+import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -8,10 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from climstack.build import environments
+from climstack.build import buildcache as bc
+from climstack.build import debian_sources as ds
+from climstack.build import environments, signing
+from climstack.build import source_mirror as sm
 from climstack.common import stamp
 from climstack.config import spack
-from climstack.pins import PROJECT_ROOT, local_externals, spack_user_cache
+from climstack.pins import PROJECT_ROOT, cache_dir, local_externals, spack_user_cache
 
 #: the probes plus netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for
 #: byte; 4.9.0's is too, but its recipe also applies a patch downloaded from GitHub, which
@@ -19,6 +23,8 @@ from climstack.pins import PROJECT_ROOT, local_externals, spack_user_cache
 SLICE_SPECS = (*environments.definition("probes"), "netcdf-c@4.9.3 +mpi ~szip ~blosc ~zstd")
 #: Debian suites searched for the slice's sources besides the host's own
 SLICE_SUITES = ("trixie",)
+#: where centre A of the tests keeps its keyring, install tree and caches
+DEMO = cache_dir() / "buildcache-demo"
 
 
 @dataclass
@@ -88,3 +94,25 @@ def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
     run("concretize", "--fresh", "--force", env=env_dir)
     (env_dir / ".inputs").write_text(inputs)
     return env_dir
+
+
+def centre_a():
+    """Centre A of the buildcache tests: its key, the slice built from the Debian-filled
+    source mirror and pushed signed to a file:// cache, all kept under DEMO (only the first
+    run builds); returns (centre, env, cache url, public key, source-mirror report)."""
+    a = Centre(DEMO / "centre-a").setup()
+    public = a.home / "centre-a.pub"
+    if not signing.gpg_fingerprints(a.run):
+        signing.gpg_create("climstack centre A", "centre-a@climstack.invalid", public, run=a.run)
+    if not public.is_file():
+        signing.gpg_export(public, run=a.run)
+    env = a.home / "slice"
+    slice_env(env, run=a.run)
+    report = sm.fill_from_debian(
+        env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
+    )
+    a.run("install", "-j2", env=env, timeout=5400)
+    roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
+    cache = DEMO / "caches" / stamp.digest(" ".join(roots))
+    bc.push(env, cache.as_uri(), run=a.run)
+    return a, env, cache.as_uri(), public, report

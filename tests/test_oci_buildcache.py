@@ -1,0 +1,273 @@
+"""The buildcache through a real OCI registry (Debian's docker-registry on loopback, HTTPS
+with a self-signed certificate, basic auth): centre A pushes the slice signed, centre B
+(new Spack, longer install root, A's public key) installs it from the registry only. Then
+every refusal, each naming the registry and the reference."""
+
+import base64
+import json
+import os
+import shutil
+import ssl
+import subprocess
+import urllib.request
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from climstack.build import buildcache as bc
+from climstack.build import oci_cache, signing
+from climstack.build.registry import Registry
+from climstack.errors import ClimstackError
+from climstack.testing.centre import Centre
+
+SLICE = {"xpmem-stub", "mpi-probe", "netcdf-c"}
+
+
+def spack_find(centre: Centre, env: Path) -> dict[str, str]:
+    out = centre.run("find", "--format", "{name} {hash}", env=env).stdout
+    return dict(line.split() for line in out.splitlines() if len(line.split()) == 2)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    """A registry for the module, its client environment set for Spack and climstack."""
+    with Registry(tmp_path_factory.mktemp("registry")) as running:
+        with mock.patch.dict(os.environ, running.environ()):
+            yield running
+
+
+@pytest.fixture(scope="module")
+def pushed(centre_a, registry):
+    """A's slice pushed signed: (url, the blobs it stored, push output)."""
+    a, env, *_ = centre_a
+    url = registry.url("centre-a/buildcache")
+    output = oci_cache.push(env, url, run=a.run)
+    return url, registry.stored_blobs(), output
+
+
+def centre_b(tmp_path: Path, public: Path | None) -> Centre:
+    root = tmp_path / "b-root-longer-than-a" / "opt"  # short of sbang's 127-character limit
+    b = Centre(tmp_path / "b", install_root=root).setup()
+    if public:
+        signing.gpg_trust(public, run=b.run)
+    return b
+
+
+def b_env(centre_a, tmp_path: Path) -> Path:
+    return bc.env_from_lock(centre_a[1] / "spack.lock", tmp_path / "env")
+
+
+def test_b_installs_a_slice_from_the_registry_only(centre_a, pushed, tmp_path):
+    a, a_env, _, public, _ = centre_a
+    url, blobs, output = pushed
+    assert "signed 5 images" in output and "(site local)" in output
+    b = centre_b(tmp_path, public)
+    env = b_env(centre_a, tmp_path)
+    oci_cache.install(env, url, run=b.run)
+    a_hashes, b_hashes = spack_find(a, a_env), spack_find(b, env)
+    assert SLICE <= set(b_hashes) and b_hashes == {n: a_hashes[n] for n in b_hashes}
+    probe = Path(b.run("location", "-i", "mpi-probe", env=env).stdout.strip())
+    assert probe.is_relative_to(b.install_root)
+    assert len(str(b.install_root)) > len(str(bc.install_root(a.run, a_env)))
+    out = subprocess.run(
+        ["mpirun", "-np", "2", probe / "bin" / "mpi-probe"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    assert "ranks: 2" in out
+
+
+def test_second_push_of_an_unchanged_environment_moves_no_blob(centre_a, registry, pushed):
+    a, env, *_ = centre_a
+    url, blobs, _ = pushed
+    output = oci_cache.push(env, url, run=a.run)
+    assert "signed 0 images" in output
+    assert registry.stored_blobs() == blobs
+
+
+def test_list_shows_specs_per_target_and_site(centre_a, pushed):
+    a, *_ = centre_a
+    specs = oci_cache.contents(pushed[0], run=a.run)
+    assert SLICE <= {s["name"] for s in specs}
+    assert {s["site"] for s in specs} == {"local"}
+    assert {s["signature"] for s in specs} == {"verified"}
+    probe = next(s for s in specs if s["name"] == "mpi-probe")
+    assert probe["mpi"] == ["mpich@4.0.2"] and probe["target"] and probe["os"] == "debian12"
+
+
+def test_cli_list_prints_target_site_and_signature(centre_a, pushed):
+    a, *_ = centre_a
+    out = a.run("--version").stdout  # the CLI runs on the user's Spack: use A's through env
+    assert out
+    proc = subprocess.run(
+        ["bin/climstack", "buildcache", "list", pushed[0]],
+        capture_output=True,
+        text=True,
+        env={**a.environ(), **{k: os.environ[k] for k in ("SSL_CERT_FILE",)}},
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if " mpi-probe@" in line)
+    assert line.startswith("debian12-") and "site local (verified)" in line
+
+
+# --- refusals ---------------------------------------------------------------------------
+
+
+def registry_api(registry: Registry, method: str, path: str, data=None, headers=None):
+    login = base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode()
+    request = urllib.request.Request(
+        f"https://{registry.host}{path}",
+        data=data,
+        method=method,
+        headers={"Authorization": f"Basic {login}", **(headers or {})},
+    )
+    context = ssl.create_default_context(cafile=registry.ca)
+    with urllib.request.urlopen(request, context=context) as response:
+        return response.read(), response.headers
+
+
+def tag_of(centre_a, name: str) -> str:
+    lock = json.loads((centre_a[1] / "spack.lock").read_text())
+    spec_hash, node = next((h, n) for h, n in lock["concrete_specs"].items() if n["name"] == name)
+    return f"{name}-{node['version']}-{spec_hash}.spack"
+
+
+@pytest.fixture
+def own_registry(centre_a, tmp_path):
+    """A registry of the test's own, holding A's slice pushed signed (a test may spoil it)."""
+    with Registry(tmp_path / "registry") as running:
+        with mock.patch.dict(os.environ, running.environ()):
+            url = running.url("centre-a/buildcache")
+            oci_cache.push(centre_a[1], url, run=centre_a[0].run)
+            yield running, url
+
+
+def test_replaced_manifest_is_refused(centre_a, own_registry, tmp_path):
+    """The xpmem-stub tag made to point at mpi-probe's image: the signed digest differs."""
+    registry, url = own_registry
+    repo = "/v2/centre-a/buildcache/manifests/"
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    manifest, headers = registry_api(
+        registry, "GET", repo + tag_of(centre_a, "mpi-probe"), None, accept
+    )
+    registry_api(
+        registry,
+        "PUT",
+        repo + tag_of(centre_a, "xpmem-stub"),
+        manifest,
+        {"Content-Type": headers["Content-Type"]},
+    )
+    b = centre_b(tmp_path, centre_a[3])
+    env = b_env(centre_a, tmp_path)
+    with pytest.raises(ClimstackError) as err:
+        oci_cache.install(env, url, run=b.run)
+    message = str(err.value)
+    assert url in message and tag_of(centre_a, "xpmem-stub") in message
+    assert "registry serves" in message and "push again" in err.value.fix
+    assert spack_find(b, env) == {}
+
+
+def test_tampered_blob_is_refused(centre_a, own_registry, tmp_path):
+    """A byte of xpmem-stub's tarball changed in the registry's storage."""
+    registry, url = own_registry
+    repo = "/v2/centre-a/buildcache/manifests/"
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    manifest, _ = registry_api(
+        registry, "GET", repo + tag_of(centre_a, "xpmem-stub"), None, accept
+    )
+    layer = json.loads(manifest)["layers"][-1]["digest"].split(":")[1]
+    blob = registry.storage / "docker/registry/v2/blobs/sha256" / layer[:2] / layer / "data"
+    data = bytearray(blob.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    blob.write_bytes(bytes(data))
+    b = centre_b(tmp_path, centre_a[3])
+    env = b_env(centre_a, tmp_path)
+    with pytest.raises(ClimstackError) as err:
+        oci_cache.install(env, url, run=b.run)
+    assert url in str(err.value) and "xpmem-stub" in str(err.value)
+    assert "xpmem-stub" not in spack_find(b, env)
+
+
+def test_unsigned_push_is_refused_unless_asked_for(centre_a, registry, tmp_path):
+    a, a_env, *_ = centre_a
+    url = registry.url("centre-a/unsigned")
+    assert "images with key" not in oci_cache.push(a_env, url, unsigned=True, run=a.run)
+    b = centre_b(tmp_path, centre_a[3])
+    env = b_env(centre_a, tmp_path)
+    with pytest.raises(ClimstackError) as err:
+        oci_cache.install(env, url, run=b.run)
+    assert url in str(err.value) and "unsigned: no signature" in str(err.value)
+    assert "--unsigned" in err.value.fix
+    oci_cache.install(env, url, unsigned=True, run=b.run)
+    assert SLICE <= set(spack_find(b, env))
+
+
+def test_unknown_key_is_refused(centre_a, pushed, tmp_path):
+    b = centre_b(tmp_path, public=None)
+    env = b_env(centre_a, tmp_path)
+    with pytest.raises(ClimstackError) as err:
+        oci_cache.install(env, pushed[0], run=b.run)
+    assert pushed[0] in str(err.value) and "could not be verified" in str(err.value)
+    assert "key trust" in err.value.fix
+
+
+def test_wrong_credentials_are_refused(centre_a, registry, pushed, tmp_path):
+    b = centre_b(tmp_path, centre_a[3])
+    env = b_env(centre_a, tmp_path)
+    with mock.patch.dict(os.environ, registry.environ(password="not-the-password")):
+        with pytest.raises(ClimstackError) as err:
+            oci_cache.install(env, pushed[0], run=b.run)
+    assert pushed[0] in str(err.value) and "refused the credentials of centre-a" in str(err.value)
+    assert "CLIMSTACK_OCI_PASSWORD" in err.value.fix
+
+
+def test_cache_at_another_path_is_named_as_empty(centre_a, registry, pushed, tmp_path):
+    url = registry.url("centre-a/no-such-cache")
+    env = b_env(centre_a, tmp_path)
+    with pytest.raises(ClimstackError) as err:
+        oci_cache.install(env, url, run=centre_b(tmp_path, centre_a[3]).run)
+    assert url in str(err.value) and "empty, or it lives at another repository path" in str(
+        err.value
+    )
+
+
+def test_unreachable_registry_fails_fast_naming_it(centre_a, tmp_path):
+    url = "oci+http://127.0.0.1:9/climstack/buildcache"
+    with pytest.raises(ClimstackError) as err:
+        oci_cache.install(b_env(centre_a, tmp_path), url, run=centre_a[0].run)
+    assert url in str(err.value) and "unreachable" in str(err.value)
+
+
+def test_disk_full_at_b_leaves_nothing_half_installed(centre_a, pushed, tmp_path):
+    """B's install root on a 30 MiB tmpfs: gcc-runtime (27 MB) fits, the rest of the slice
+    (netcdf-c 5 MB, ...) does not."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small filesystem needs root")
+    b = centre_b(tmp_path, centre_a[3])
+    b.install_root.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", b.install_root], check=True)
+    try:
+        env = b_env(centre_a, tmp_path)
+        with pytest.raises(ClimstackError) as err:
+            oci_cache.install(env, pushed[0], run=b.run)
+        assert "No space left on device" in str(err.value)
+        installed = {}  # what Spack's database holds under B's root
+        for name in spack_find(b, env):
+            prefix = Path(b.run("location", "-i", name, env=env).stdout.strip())
+            if prefix.is_relative_to(b.install_root):
+                installed[name] = prefix
+        assert "gcc-runtime" in installed and not SLICE <= set(installed)  # mid-install
+        for prefix in installed.values():  # each whole: its provenance was written last
+            assert (prefix / ".spack" / "spec.json").is_file()
+        prefixes = {  # Spack keeps a failure mark in .spack-db, not a half prefix
+            p.name.rsplit("-", 2)[0]
+            for p in b.install_root.rglob("*-*-" + "?" * 32)
+            if ".spack-db" not in p.parts
+        }
+        assert prefixes == set(installed), "a prefix Spack's database does not hold"
+    finally:
+        subprocess.run(["umount", "-l", b.install_root], check=False)
+        shutil.rmtree(tmp_path / "b", ignore_errors=True)
