@@ -171,7 +171,6 @@ def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> s
     args = ["-d", *signing.GPG, "install", "--cache-only", "--no-check-signature"]
     proc = run(*args, env=env_dir, check=False)
     if proc.returncode != 0:
-        open("/tmp/oci_install.log", "w").write(proc.stderr + proc.stdout)
         raise buildcache.install_error(url, proc.stderr + proc.stdout)
     return "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("==> ["))
 
