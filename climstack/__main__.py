@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "climstack.build.sif",
     "climstack.build.buildcache_cli",
     "climstack.build.registry",
+    "climstack.build.base_image",
     "climstack.build.source_mirror",
     "climstack.run.bind",
     "climstack.run.verify",

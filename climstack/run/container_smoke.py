@@ -11,7 +11,8 @@ from pathlib import Path
 from climstack.build import image, sif
 from climstack.common import process, progress
 from climstack.errors import ClimstackError
-from climstack.run import loader, plan, runtimes
+from climstack import pins
+from climstack.run import loader, oci_images, plan, runtimes
 
 PROBE = f"{image.VIEW}/bin/mpi-probe"
 RUNTIMES = ("charliecloud", "apptainer")
@@ -32,11 +33,29 @@ def run(name: str, runtime: str, ranks: int = 2, image_dir: Path | None = None) 
     target = image_dir
     if runtime == "apptainer":
         target = sif.build(name, image_dir.with_suffix(".sif"), image_dir)
+    return probe(runtime, target, PROBE, ranks)
+
+
+def run_pulled(reference: str, runtime: str, ranks: int = 2, work: Path | None = None) -> str:
+    """mpi-probe of an image pulled from a registry (`buildcache push --base-image`), with
+    `runtime`'s own pull, bind mode; its output."""
+    work = work or pins.cache_dir() / "pulled"
+    work.mkdir(parents=True, exist_ok=True)
+    if runtime == "charliecloud":
+        image_dir = oci_images.pull_charliecloud(reference, work / "ch-image")
+        return probe(runtime, image_dir, oci_images.program(image_dir, "mpi-probe"), ranks)
+    target = oci_images.pull_apptainer(reference, work / (reference.rsplit(":", 1)[-1] + ".sif"))
+    return probe(runtime, target, "mpi-probe", ranks)  # on the PATH the image sets
+
+
+def probe(runtime: str, target: Path, program: str, ranks: int) -> str:
+    """Launch `program` (mpi-probe) in an image directory (Charliecloud) or SIF (Apptainer)
+    from the host on `ranks` ranks, with the host's MPI bound in; its output, checked."""
     made = plan.make_plan("local", "bind", loader.View(), runtime=runtime)
     made = plan.write(made, plan.default_directory(made))
     if runtime == "charliecloud":
-        plan.prepare_image(made, image_dir)  # ch-run cannot create mount points
-    argv = runtimes.get(runtime).exec_args(made, str(target), [PROBE])
+        plan.prepare_image(made, target)  # ch-run cannot create mount points
+    argv = runtimes.get(runtime).exec_args(made, str(target), [program])
     # the plan binds nothing under $HOME, where Apptainer would mount the home itself
     env = {**os.environ, "USER": os.environ.get("USER") or "root", "APPTAINER_NO_HOME": "1"}
     with progress.step(f"mpi-probe on {ranks} ranks, {runtime}, bind mode"):
@@ -47,7 +66,7 @@ def run(name: str, runtime: str, ranks: int = 2, image_dir: Path | None = None) 
     if loaded not in output or f"ranks: {ranks}" not in output:
         raise ClimstackError(
             f"mpi-probe under {runtime} did not load the host MPI from the plan:\n{output}",
-            fix="climstack verify /opt/views/view/bin/mpi-probe --image IMAGE --plan DIR",
+            fix=f"climstack verify {program} --image IMAGE --plan DIR",
         )
     return output
 
@@ -69,7 +88,10 @@ def register(commands) -> None:
                 fix="--ranks 2 (the default)",
             )
         for runtime in args.runtime or RUNTIMES:
-            output = run(args.environment, runtime, args.ranks, args.image)
+            if args.pull:
+                output = run_pulled(args.pull, runtime, args.ranks)
+            else:
+                output = run(args.environment, runtime, args.ranks, args.image)
             print(summary(runtime, output))
 
     sub = commands.add_parser(
@@ -81,4 +103,10 @@ def register(commands) -> None:
     sub.add_argument("--runtime", action="append", choices=RUNTIMES, help="default: both")
     sub.add_argument("--ranks", type=int, default=2)
     sub.add_argument("--image", type=Path, help="image directory (default: climstack image's)")
+    sub.add_argument(
+        "--pull",
+        metavar="REFERENCE",
+        help="instead, pull this image of mpi-probe from a registry with each runtime "
+        "(HOST/REPOSITORY:mpi-probe-VERSION-HASH.spack, from `buildcache push --base-image`)",
+    )
     sub.set_defaults(run=run_all)

@@ -37,7 +37,11 @@ IMAGE_COMMANDS = {
     "inspect": 1,
     "run-help": 1,
     "build": 2,
+    "pull": 1,
 }
+#: Apptainer as root in ch-run's namespace, which maps no other ids, fails to chown an OCI
+#: layer's files (`lchown ... invalid argument`); as an ordinary user it unpacks rootless
+UNPRIVILEGED = {"pull": ("--uid=65534", "--gid=65534")}
 #: options of those subcommands that take a value as the next argument
 VALUE_OPTIONS = set(
     "-B --bind --env --env-file -H --home --pwd -W --workdir -o --overlay --mount --build-arg"
@@ -159,7 +163,9 @@ def command(argv: list[str], environ: dict) -> tuple[list[str], dict]:
         if env.get(name):
             env[name] = bind_list(env[name])
     cwd = f"--cd={outside(os.getcwd())}"  # relative paths stay relative to it
-    return ["ch-run", *binds, cwd, str(root), "--", "apptainer", *arguments(argv)], env
+    user = UNPRIVILEGED.get(next((a for a in argv if not a.startswith("-")), ""), ())
+    command = ["ch-run", *binds, *user, cwd, str(root), "--", "apptainer", *arguments(argv)]
+    return command, env
 
 
 def main(argv=None) -> int:
