@@ -15,10 +15,12 @@ from unittest import mock
 
 import pytest
 
+from climstack.build import base_image
 from climstack.build import buildcache as bc
-from climstack.build import oci_cache, signing
+from climstack.build import image_check, oci_cache, signing
 from climstack.build.registry import Registry
 from climstack.errors import ClimstackError
+from climstack.run import container_smoke, oci_images, plan
 from climstack.testing.centre import Centre
 
 SLICE = {"xpmem-stub", "mpi-probe", "netcdf-c"}
@@ -111,6 +113,47 @@ def test_cli_list_prints_target_site_and_signature(centre_a, pushed):
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stdout.splitlines() if " mpi-probe@" in line)
     assert line.startswith("debian12-") and "site local (verified)" in line
+
+
+# --- images straight from the buildcache ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def probe_image(centre_a, registry):
+    """Our Debian 12 base put into the registry (umoci, skopeo), then A's slice pushed on it
+    (`--base-image`): the reference of mpi-probe's runnable image."""
+    base = base_image.push(f"{registry.host}/climstack/debian")
+    assert base.endswith("/climstack/debian:12")
+    oci_cache.push(
+        centre_a[1], registry.url("centre-a/images"), base_image=base, run=centre_a[0].run
+    )
+    return f"{registry.host}/centre-a/images:{tag_of(centre_a, 'mpi-probe')}"
+
+
+@pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)
+def test_buildcache_image_runs_mpi_probe_in_bind_mode(probe_image, runtime, tmp_path):
+    """Pulled as users do (ch-image pull, apptainer pull docker://) and launched from the
+    host on 2 ranks with the host MPI bound in."""
+    out = container_smoke.run_pulled(probe_image, runtime, work=tmp_path)
+    assert "ranks: 2" in out and "MPICH Version:\t4.0.2" in out
+    assert f"loaded: {plan.LINKS_DIR}/" in out
+
+
+def test_buildcache_image_lacks_the_recipe_guarantees(probe_image, tmp_path):
+    """What our containerize recipe adds: the local site builds with Spack's default RPATH
+    and nothing links libxpmem, so image_check flags mpi-probe in the buildcache image."""
+    image_dir = oci_images.pull_charliecloud(probe_image, tmp_path / "ch-image")
+    probe = Path(oci_images.program(image_dir, "mpi-probe"))
+    (info,) = image_check.mpi_users(image_check.scan(probe.parent, sysroot=image_dir))
+    found = image_check.problems(info)
+    assert "DT_NEEDED lacks libxpmem.so.0" in found
+    assert any(p.startswith("has DT_RPATH") for p in found)
+
+
+def test_base_image_reference_must_name_a_repository():
+    with pytest.raises(ClimstackError) as err:
+        base_image.push("oci://127.0.0.1:5000/debian")
+    assert "HOST[:PORT]/REPOSITORY" in str(err.value)
 
 
 # --- refusals ---------------------------------------------------------------------------
