@@ -2,7 +2,9 @@
 #   make local   set up, concretize every environment, emit the container recipes,
 #                install and run the local smoke slice, build the ARCHER2 image and its
 #                SIF (Apptainer runs the recipe's %test: image check + mpi-probe), and
-#                run mpi-probe in them on 2 ranks, bind mode, under Charliecloud and Apptainer
+#                run mpi-probe in them on 2 ranks, bind mode, under Charliecloud and Apptainer;
+#                push the probes as images to a loopback OCI registry and run mpi-probe's
+#                image from it (ch-image pull), bind mode
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 
@@ -14,6 +16,7 @@ local: setup
 	bin/climstack containerize
 	bin/climstack smoke local
 	bin/climstack container-smoke container-archer2
+	bin/climstack registry-smoke local
 
 test: setup
 	.venv/bin/python -m pytest -v -rfEs tests

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "climstack.run.parity",
     "climstack.run.slurm",
     "climstack.run.container_smoke",
+    "climstack.run.registry_smoke",
 )
 
 

@@ -103,15 +103,17 @@ def push(
     force: bool = False,
     base_image: str | None = None,
     run=spack.run,
+    specs: tuple[str, ...] = (),
 ) -> str:
-    """Push the environment's installed specs as OCI images (on base_image, runnable),
-    update the index, and sign each image's manifest unless unsigned."""
+    """Push the environment's installed specs (or only `specs` and their dependencies) as OCI
+    images (on base_image, runnable), update the index, and sign each image's manifest
+    unless unsigned."""
     signing.check_signing_key(unsigned, run)
     check_index(url, run=run, missing_ok=True)  # reachable, and these credentials work
     args = [*signing.GPG, *_mirror_option(url), "buildcache", "push", "--update-index"]
     args += ["--fail-fast", "--unsigned"] + (["--force"] if force else [])
     args += ["--base-image", base_image] if base_image else []
-    proc = run(*args, buildcache.MIRROR_NAME, env=env_dir, check=False, timeout=3600)
+    proc = run(*args, buildcache.MIRROR_NAME, *specs, env=env_dir, check=False, timeout=3600)
     if proc.returncode != 0:
         raise ClimstackError(
             f"pushing {env_dir} to {url} failed:\n" + (proc.stderr or proc.stdout)[-2000:],
