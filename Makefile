@@ -26,3 +26,4 @@ bench: setup
 	.venv/bin/python benchmarks/bind_vs_native.py
 	.venv/bin/python benchmarks/plugin_parity.py
 	.venv/bin/python benchmarks/buildcache_speedup.py
+	.venv/bin/python benchmarks/buildcache_speedup.py --registry

@@ -5,11 +5,16 @@ Debian-filled source mirror and the repo index), on this machine, in one run:
   A: concretize, `spack install` from source (timed), push signed (timed);
   B: trust A's key, `spack install --cache-only` of A's lockfile (timed).
 Prints the times, the ratio (goal >= 20x) and the sizes. Takes a few minutes (2 cores).
+With --registry the cache is a loopback OCI registry (Debian's docker-registry, HTTPS,
+basic auth): it also prints the bytes pushed, a second push of the unchanged slice, and
+mpi-probe's runnable image (`--base-image`) pulled by ch-image and Apptainer, with sizes.
 
-    .venv/bin/python benchmarks/buildcache_speedup.py [--keep DIR]
+    .venv/bin/python benchmarks/buildcache_speedup.py [--keep DIR] [--registry]
 """
 
 import argparse
+import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -17,10 +22,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from climstack.build import base_image
 from climstack.build import buildcache as bc
 from climstack.build import debian_sources as ds
-from climstack.build import signing
+from climstack.build import oci_cache, signing
 from climstack.build import source_mirror as sm
+from climstack.build.registry import Registry
+from climstack.run import oci_images
 from climstack.testing.centre import SLICE_SUITES, Centre, slice_env
 
 
@@ -40,48 +48,90 @@ def timed(what: str, action):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", help="work here and keep it (default: a temporary dir)")
+    parser.add_argument("--registry", action="store_true", help="through an OCI registry")
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="climstack-bench-"))
+    registry = Registry(work / "registry") if args.registry else None
     try:
-        a = Centre(work / "a").setup()
-        b_root = work / "b" / "a-longer-install-root-than-centre-a-has" / "opt"
-        b = Centre(work / "b", install_root=b_root).setup()
-        env = work / "a" / "slice"
-        timed("A: concretize the slice --fresh", lambda: slice_env(env, run=a.run))
-        timed(
-            "A: fill source mirror from Debian",
-            lambda: sm.fill_from_debian(
-                env, work / "a" / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
-            ),
-        )
-        build, _ = timed(
-            "A: build from source (spack install -j2)",
-            lambda: a.run("install", "-j2", env=env, timeout=7200),
-        )
-        timed(
-            "A: create signing key",
-            lambda: signing.gpg_create(
-                "bench centre A", "bench-a@climstack.invalid", work / "a.pub", run=a.run
-            ),
-        )
-        cache = work / "cache"
-        timed("A: push signed, update index", lambda: bc.push(env, cache.as_uri(), run=a.run))
-        timed("B: trust A's public key", lambda: signing.gpg_trust(work / "a.pub", run=b.run))
-        b_env = bc.env_from_lock(env / "spack.lock", work / "b" / "env")
-        install, _ = timed(
-            "B: install cache-only (A's lockfile)",
-            lambda: bc.install(b_env, cache.as_uri(), run=b.run),
-        )
-        print(
-            f"{'speed-up (build / cache install)':<42} {build / install:8.1f} x   (goal >= 20 x)"
-        )
-        print(f"{'buildcache size':<42} {size(cache):>8}")
-        print(f"{'installed at B':<42} {size(b_root):>8}")
-        print(f"{'source mirror (Debian-filled)':<42} {size(work / 'a' / 'source-mirror'):>8}")
+        with registry or contextlib.nullcontext():
+            if registry:
+                os.environ.update(registry.environ())
+            measure(work, registry)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     return 0
+
+
+def mb(blobs: dict) -> str:
+    return f"{len(blobs)} blobs, {sum(blobs.values()) / 1e6:.1f} MB"
+
+
+def measure(work: Path, registry: Registry | None) -> None:
+    a = Centre(work / "a").setup()
+    b_root = work / "b" / "a-longer-install-root-than-centre-a-has" / "opt"
+    b = Centre(work / "b", install_root=b_root).setup()
+    env = work / "a" / "slice"
+    timed("A: concretize the slice --fresh", lambda: slice_env(env, run=a.run))
+    timed(
+        "A: fill source mirror from Debian",
+        lambda: sm.fill_from_debian(
+            env, work / "a" / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
+        ),
+    )
+    build, _ = timed(
+        "A: build from source (spack install -j2)",
+        lambda: a.run("install", "-j2", env=env, timeout=7200),
+    )
+    timed(
+        "A: create signing key",
+        lambda: signing.gpg_create(
+            "bench centre A", "bench-a@climstack.invalid", work / "a.pub", run=a.run
+        ),
+    )
+    cache = work / "cache"
+    url, kind = (registry.url(), oci_cache) if registry else (cache.as_uri(), bc)
+    timed("A: push signed, update index", lambda: kind.push(env, url, run=a.run))
+    if registry:
+        pushed = registry.stored_blobs()
+        print(f"{'  pushed to the registry':<42} {mb(pushed):>20}")
+        timed("A: push again, unchanged", lambda: kind.push(env, url, run=a.run))
+        again = {d: n for d, n in registry.stored_blobs().items() if d not in pushed}
+        print(f"{'  new blobs on the second push':<42} {mb(again):>20}")
+    timed("B: trust A's public key", lambda: signing.gpg_trust(work / "a.pub", run=b.run))
+    b_env = bc.env_from_lock(env / "spack.lock", work / "b" / "env")
+    install, _ = timed(
+        "B: install cache-only (A's lockfile)",
+        lambda: kind.install(b_env, url, run=b.run),
+    )
+    print(f"{'speed-up (build / cache install)':<42} {build / install:8.1f} x   (goal >= 20 x)")
+    print(f"{'buildcache size':<42} {size(registry.storage if registry else cache):>8}")
+    print(f"{'installed at B':<42} {size(b_root):>8}")
+    print(f"{'source mirror (Debian-filled)':<42} {size(work / 'a' / 'source-mirror'):>8}")
+    if registry:
+        images(work, registry, env, a)
+
+
+def images(work: Path, registry: Registry, env: Path, a: Centre) -> None:
+    """mpi-probe's runnable image: pushed on our base, pulled by each runtime."""
+    base = base_image.push(f"{registry.host}/climstack/debian")
+    url = registry.url("climstack/images")
+    timed(
+        "A: push on the base image (--base-image)",
+        lambda: oci_cache.push(env, url, base_image=base, run=a.run),
+    )
+    probe = next(s for s in oci_cache.contents(url, run=a.run) if s["name"] == "mpi-probe")
+    ref = f"{registry.host}/climstack/images:mpi-probe-{probe['version']}-{probe['hash']}.spack"
+    _, image_dir = timed(
+        "ch-image pull of mpi-probe's image",
+        lambda: oci_images.pull_charliecloud(ref, work / "ch"),
+    )
+    print(f"{'  image directory':<42} {size(image_dir):>8}")
+    _, sif = timed(
+        "apptainer pull of mpi-probe's image",
+        lambda: oci_images.pull_apptainer(ref, work / "probe.sif"),
+    )
+    print(f"{'  SIF':<42} {size(sif):>8}")
 
 
 if __name__ == "__main__":

@@ -264,7 +264,7 @@ def test_wrong_credentials_are_refused(centre_a, registry, pushed, tmp_path):
         with pytest.raises(ClimstackError) as err:
             oci_cache.install(env, pushed[0], run=b.run)
     assert pushed[0] in str(err.value) and "refused the credentials of centre-a" in str(err.value)
-    assert "CLIMSTACK_OCI_PASSWORD" in err.value.fix
+    assert "CLIMSTACK_OCI_TOKEN" in err.value.fix
 
 
 def test_cache_at_another_path_is_named_as_empty(centre_a, registry, pushed, tmp_path):

@@ -5,7 +5,7 @@ The cached mmdebstrap root filesystem (climstack.build.image.base_rootfs, the ba
 own images) becomes a one-layer OCI layout with umoci, kept beside the tarball, and skopeo
 copies it to the registry. Both run unprivileged (measured as user nobody); buildah would
 need user namespaces and ch-image a builder storage. TLS and credentials as for Spack:
-SSL_CERT_FILE, CLIMSTACK_OCI_USERNAME / CLIMSTACK_OCI_PASSWORD.
+SSL_CERT_FILE, CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN.
 """
 
 import os

@@ -4,7 +4,7 @@ network): push, install and list as with a filesystem cache, through a registry.
 Spack 1.1 pushes OCI images unsigned, so climstack signs what a centre pushed and checks it
 before anything is installed (climstack/build/oci_in_spack.py, run inside Spack). The
 registry's TLS is Spack's (`config:ssl_certs`, by default $SSL_CERT_FILE); credentials come
-from CLIMSTACK_OCI_USERNAME / CLIMSTACK_OCI_PASSWORD, named by the mirror (never written).
+from CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN, named by the mirror (never written).
 """
 
 import json

@@ -3,7 +3,7 @@ Debian's `docker-registry` (the CNCF distribution registry 2.8), serving HTTPS w
 self-signed certificate made at start and basic auth (a bcrypt htpasswd), its blobs in a
 directory. The tests, the benchmark and `climstack registry serve` start one; clients trust
 it through SSL_CERT_FILE (Spack's `config:ssl_certs` default, Go's and Python's) and log in
-with CLIMSTACK_OCI_USERNAME / CLIMSTACK_OCI_PASSWORD (the variables our mirrors name)."""
+with CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN (the variables our mirrors name)."""
 
 import os
 import secrets
@@ -23,7 +23,7 @@ import yaml
 from climstack.common import process
 from climstack.errors import ClimstackError
 
-USERNAME_VARIABLE, PASSWORD_VARIABLE = "CLIMSTACK_OCI_USERNAME", "CLIMSTACK_OCI_PASSWORD"
+USERNAME_VARIABLE, PASSWORD_VARIABLE = "CLIMSTACK_OCI_USER", "CLIMSTACK_OCI_TOKEN"
 
 
 def free_port() -> int:

@@ -5,7 +5,7 @@ centre's install paths, PATH set). This pulls one with each runtime, as a user w
 
 TLS and credentials come from the registry client environment (climstack.build.registry):
 SSL_CERT_FILE (Go: Apptainer), REQUESTS_CA_BUNDLE (Python: ch-image), and
-CLIMSTACK_OCI_USERNAME / CLIMSTACK_OCI_PASSWORD, handed to each tool under its own names.
+CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN, handed to each tool under its own names.
 """
 
 import json
