@@ -101,14 +101,13 @@ def test_list_shows_specs_per_target_and_site(centre_a, pushed):
 
 
 def test_cli_list_prints_target_site_and_signature(centre_a, pushed):
-    a, *_ = centre_a
-    out = a.run("--version").stdout  # the CLI runs on the user's Spack: use A's through env
-    assert out
+    """`climstack buildcache list` as a user runs it (A's Spack config, the registry's
+    client environment)."""
     proc = subprocess.run(
         ["bin/climstack", "buildcache", "list", pushed[0]],
         capture_output=True,
         text=True,
-        env={**a.environ(), **{k: os.environ[k] for k in ("SSL_CERT_FILE",)}},
+        env=centre_a[0].environ(),
     )
     assert proc.returncode == 0, proc.stderr
     line = next(line for line in proc.stdout.splitlines() if " mpi-probe@" in line)
@@ -172,6 +171,14 @@ def registry_api(registry: Registry, method: str, path: str, data=None, headers=
         return response.read(), response.headers
 
 
+MANIFESTS = "/v2/centre-a/buildcache/manifests/"
+
+
+def manifest_of(registry: Registry, tag: str):
+    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
+    return registry_api(registry, "GET", MANIFESTS + tag, None, accept)
+
+
 def tag_of(centre_a, name: str) -> str:
     lock = json.loads((centre_a[1] / "spack.lock").read_text())
     spec_hash, node = next((h, n) for h, n in lock["concrete_specs"].items() if n["name"] == name)
@@ -191,15 +198,11 @@ def own_registry(centre_a, tmp_path):
 def test_replaced_manifest_is_refused(centre_a, own_registry, tmp_path):
     """The xpmem-stub tag made to point at mpi-probe's image: the signed digest differs."""
     registry, url = own_registry
-    repo = "/v2/centre-a/buildcache/manifests/"
-    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
-    manifest, headers = registry_api(
-        registry, "GET", repo + tag_of(centre_a, "mpi-probe"), None, accept
-    )
+    manifest, headers = manifest_of(registry, tag_of(centre_a, "mpi-probe"))
     registry_api(
         registry,
         "PUT",
-        repo + tag_of(centre_a, "xpmem-stub"),
+        MANIFESTS + tag_of(centre_a, "xpmem-stub"),
         manifest,
         {"Content-Type": headers["Content-Type"]},
     )
@@ -216,11 +219,7 @@ def test_replaced_manifest_is_refused(centre_a, own_registry, tmp_path):
 def test_tampered_blob_is_refused(centre_a, own_registry, tmp_path):
     """A byte of xpmem-stub's tarball changed in the registry's storage."""
     registry, url = own_registry
-    repo = "/v2/centre-a/buildcache/manifests/"
-    accept = {"Accept": "application/vnd.oci.image.manifest.v1+json"}
-    manifest, _ = registry_api(
-        registry, "GET", repo + tag_of(centre_a, "xpmem-stub"), None, accept
-    )
+    manifest, _ = manifest_of(registry, tag_of(centre_a, "xpmem-stub"))
     layer = json.loads(manifest)["layers"][-1]["digest"].split(":")[1]
     blob = registry.storage / "docker/registry/v2/blobs/sha256" / layer[:2] / layer / "data"
     data = bytearray(blob.read_bytes())

@@ -124,6 +124,10 @@ class Registry:
         except (urllib.error.URLError, OSError):
             return 0
 
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
     def stop(self) -> None:
         if self._process and self._process.poll() is None:
             self._process.terminate()
@@ -155,7 +159,7 @@ def register(commands) -> None:
             for name, value in registry.environ().items():
                 print(f"  export {name}={value}")
             try:
-                while registry._process and registry._process.poll() is None:
+                while registry.running:
                     time.sleep(1)
             except KeyboardInterrupt:
                 pass
