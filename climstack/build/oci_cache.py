@@ -80,7 +80,11 @@ def check_index(url: str, run=spack.run, missing_ok: bool = False) -> bool:
     """Whether the cache has its index; refuses bad credentials, and (unless missing_ok)
     a repository without an index: empty, or the cache lives at another path."""
     buildcache.check_reachable(url)
-    result = in_spack("check", url, run=run)
+    return index_state(url, in_spack("check", url, run=run), missing_ok)
+
+
+def index_state(url: str, result: dict, missing_ok: bool = False) -> bool:
+    """check_index's verdict on the index's HTTP status in an in-Spack result."""
     if result["status"] == 200:
         return True
     if result["status"] != 404:
@@ -149,8 +153,11 @@ ADVICE = (
 
 
 def verify(env_dir: Path, url: str, run=spack.run) -> list[dict]:
-    """Every spec of the environment signed by a trusted key for what the registry serves."""
+    """Every spec of the environment signed by a trusted key for what the registry serves
+    (the index checked first, in the same Spack process)."""
+    buildcache.check_reachable(url)
     result = in_spack("verify", url, env=env_dir, run=run)
+    index_state(url, result)
     if result["problems"]:
         reasons = [
             f"  {p['spec']} ({url}:{p['reference']}): {p['problem']}" for p in result["problems"]
@@ -164,8 +171,9 @@ def verify(env_dir: Path, url: str, run=spack.run) -> list[dict]:
 
 def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> str:
     """Install the environment's specs from the registry only, signatures checked first."""
-    check_index(url, run=run)
-    if not unsigned:
+    if unsigned:
+        check_index(url, run=run)
+    else:
         verify(env_dir, url, run=run)
     options = ["--oci-username-variable", USERNAME_VARIABLE] if _credentials() else []
     options += ["--oci-password-variable", PASSWORD_VARIABLE] if _credentials() else []

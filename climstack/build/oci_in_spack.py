@@ -11,7 +11,7 @@ covers the whole binary. Registry access goes through Spack's own OCI client (TL
 Actions, each printing one JSON line last:
   check URL             the cache's index: its HTTP status (200, 401, 404, ...)
   sign URL KEY SITE     sign every installed, non-external spec of the active environment
-  verify URL            check the signatures of the active environment's specs
+  verify URL            the index's status, then the signatures of the active environment's specs
   list URL              every spec in the cache, with the site and signer its statement names
 """
 
@@ -142,6 +142,9 @@ def statement_of(image: ImageReference, digest: str, tag: str = "") -> dict:
 
 
 def verify(url: str) -> dict:
+    index = check(url)
+    if index["status"] != 200:
+        return index
     image, ok, problems = ImageReference.from_url(url), [], []
     for spec in env_specs(installed_only=False):
         ref = image.with_tag(bd._oci_default_tag(spec))
@@ -157,7 +160,7 @@ def verify(url: str) -> dict:
             problems.append({"spec": name, "reference": ref.tag, **statement})
         else:
             ok.append({"spec": name, "site": statement["site"]})
-    return {"ok": ok, "problems": problems}
+    return {"status": 200, "ok": ok, "problems": problems}
 
 
 def listing(url: str) -> dict:
