@@ -8,12 +8,11 @@ need user namespaces and ch-image a builder storage. TLS and credentials as for 
 SSL_CERT_FILE, CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN.
 """
 
-import os
 import shutil
 from pathlib import Path
 
 from climstack.build import image
-from climstack.build.registry import PASSWORD_VARIABLE, USERNAME_VARIABLE
+from climstack.build.registry import PASSWORD_VARIABLE, USERNAME_VARIABLE, credentials
 from climstack.common import process, progress
 from climstack.errors import ClimstackError
 
@@ -58,8 +57,8 @@ def push(reference: str) -> str:
     if not skopeo:
         raise ClimstackError("`skopeo` not found", fix="apt-get install skopeo (bin/setup)")
     layout = oci_layout()
-    user, password = os.environ.get(USERNAME_VARIABLE), os.environ.get(PASSWORD_VARIABLE)
-    creds = ["--dest-creds", f"{user}:{password}"] if user and password else []
+    login = credentials()
+    creds = ["--dest-creds", ":".join(login)] if login else []
     with progress.step(f"skopeo copy of the Debian 12 base to {reference}"):
         process.run(
             [skopeo, "copy", "--quiet", *creds, f"oci:{layout}:{TAG}", f"docker://{reference}"],

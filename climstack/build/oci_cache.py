@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from climstack.build import buildcache, environments, signing
-from climstack.build.registry import PASSWORD_VARIABLE, USERNAME_VARIABLE
+from climstack.build.registry import PASSWORD_VARIABLE, USERNAME_VARIABLE, credentials
 from climstack.config import spack
 from climstack.errors import ClimstackError
 
@@ -24,14 +24,10 @@ def is_oci(url: str) -> bool:
     return url.startswith(("oci://", "oci+http://"))
 
 
-def _credentials() -> bool:
-    return bool(os.environ.get(USERNAME_VARIABLE) and os.environ.get(PASSWORD_VARIABLE))
-
-
 def mirror_entry(url: str) -> dict:
     """A binary mirror for the registry; Spack reads the credentials' variables itself."""
     entry = {"url": url, "binary": True, "source": False, "signed": False}
-    if _credentials():
+    if credentials():
         entry["access_pair"] = {
             "id_variable": USERNAME_VARIABLE,
             "secret_variable": PASSWORD_VARIABLE,
@@ -175,8 +171,8 @@ def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> s
         check_index(url, run=run)
     else:
         verify(env_dir, url, run=run)
-    options = ["--oci-username-variable", USERNAME_VARIABLE] if _credentials() else []
-    options += ["--oci-password-variable", PASSWORD_VARIABLE] if _credentials() else []
+    options = ["--oci-username-variable", USERNAME_VARIABLE] if credentials() else []
+    options += ["--oci-password-variable", PASSWORD_VARIABLE] if options else []
     buildcache.mirror_add(url, unsigned=True, env=env_dir, run=run, options=options)
     args = ["-d", *signing.GPG, "install", "--cache-only", "--no-check-signature"]
     proc = run(*args, env=env_dir, check=False)

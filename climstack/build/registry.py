@@ -26,6 +26,12 @@ from climstack.errors import ClimstackError
 USERNAME_VARIABLE, PASSWORD_VARIABLE = "CLIMSTACK_OCI_USER", "CLIMSTACK_OCI_TOKEN"
 
 
+def credentials() -> tuple[str, str] | None:
+    """(user, password) from the client environment, when both are set."""
+    user, password = os.environ.get(USERNAME_VARIABLE), os.environ.get(PASSWORD_VARIABLE)
+    return (user, password) if user and password else None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

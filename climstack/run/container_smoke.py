@@ -8,10 +8,10 @@ import re
 import shutil
 from pathlib import Path
 
+from climstack import pins
 from climstack.build import image, sif
 from climstack.common import process, progress
 from climstack.errors import ClimstackError
-from climstack import pins
 from climstack.run import loader, oci_images, plan, runtimes
 
 PROBE = f"{image.VIEW}/bin/mpi-probe"

@@ -13,7 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
-from climstack.build.registry import PASSWORD_VARIABLE, USERNAME_VARIABLE
+from climstack.build.registry import credentials
 from climstack.common import process, progress
 from climstack.errors import ClimstackError
 from climstack.run.runtimes import apptainer
@@ -23,9 +23,8 @@ def _environ(user_var: str, password_var: str) -> dict:
     env = {**os.environ, "USER": os.environ.get("USER") or "root"}
     if os.environ.get("SSL_CERT_FILE"):
         env["REQUESTS_CA_BUNDLE"] = os.environ["SSL_CERT_FILE"]
-    if os.environ.get(USERNAME_VARIABLE):
-        env[user_var] = os.environ[USERNAME_VARIABLE]
-        env[password_var] = os.environ.get(PASSWORD_VARIABLE, "")
+    if login := credentials():
+        env[user_var], env[password_var] = login
     # ch-image runs on `python3` from PATH and needs Debian's python3-lark
     env["PATH"] = "/usr/bin:" + env.get("PATH", "")
     return env
