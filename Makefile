@@ -4,7 +4,9 @@
 #                SIF (Apptainer runs the recipe's %test: image check + mpi-probe), and
 #                run mpi-probe in them on 2 ranks, bind mode, under Charliecloud and Apptainer;
 #                push the probes as images to a loopback OCI registry and run mpi-probe's
-#                image from it (ch-image pull), bind mode
+#                image from it (ch-image pull), bind mode; install the whole local
+#                environment (stack + OSU, mpiBench, NetCDF-Bench, benchio) from offline
+#                sources, run the benchmarks and write the report to the path it prints
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 
@@ -17,6 +19,7 @@ local: setup
 	bin/climstack smoke local
 	bin/climstack container-smoke container-archer2
 	bin/climstack registry-smoke local
+	bin/climstack bench local
 
 test: setup
 	.venv/bin/python -m pytest -v -rfEs tests

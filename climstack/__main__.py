@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "climstack.run.slurm",
     "climstack.run.container_smoke",
     "climstack.run.registry_smoke",
+    "climstack.bench.cli",
 )
 
 

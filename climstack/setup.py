@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from climstack import pins
+from climstack.build import bench_sources
 from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.run import sid_apptainer
@@ -182,6 +183,7 @@ def main() -> int:
         ensure_clone(pins.SPACK_PACKAGES)
         configure_spack(spack_root)
         find_local_externals()
+        bench_sources.ensure_develop_trees()
         if not shutil.which("apptainer"):  # ARCHER2 and Gaea have their own
             sid_apptainer.ensure_rootfs()
     except ClimstackError as err:

@@ -170,6 +170,12 @@ def register(commands) -> None:
             print(f"{spec}: {outcome}")
         print(f"deb-src entries: {debian.sources_file}")
 
+    def run_fill_all(args):
+        from climstack.build import bench_sources  # it builds on this module
+
+        bench_sources.fill(*checked(args.environment, args.mirror))
+        print(f"source mirror {args.mirror}: filled for {args.environment}")
+
     sub = commands.add_parser("source-mirror", help="air-gapped source mirrors for an environment")
     actions = sub.add_subparsers(dest="action", required=True)
     create_cmd = actions.add_parser(
@@ -186,7 +192,12 @@ def register(commands) -> None:
         default=[],
         help="extra Debian suite to search (e.g. trixie); repeatable",
     )
-    for action, run in ((create_cmd, run_create), (fill_cmd, run_fill)):
+    all_cmd = actions.add_parser(
+        "fill",
+        help="everything the environment cannot download here: Debian's byte-identical "
+        "archives and the benchmarks' git versions (CLIMSTACK_<NAME>_GIT)",
+    )
+    for action, run in ((create_cmd, run_create), (fill_cmd, run_fill), (all_cmd, run_fill_all)):
         action.add_argument("environment", help="environment name or directory (concretized)")
         action.add_argument("mirror", help="mirror directory")
         action.set_defaults(run=run)

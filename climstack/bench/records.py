@@ -1,0 +1,65 @@
+"""The tidy record every benchmark output is parsed into, and its JSON and CSV files."""
+
+import csv
+import io
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from climstack.common import atomic
+
+
+@dataclass(frozen=True)
+class Record:
+    benchmark: str  # osu, mpibench, netcdf-bench, benchio, imb
+    operation: str  # latency, allgather, Bcast, write, MPI-IO, PingPong, ...
+    bytes: int | None  # message or data size; None where the benchmark has one size
+    ranks: int
+    nodes: int
+    mode: str  # native, bind, bind-noxpmem, hybrid, fabric
+    runtime: str  # none, charliecloud, apptainer
+    site: str
+    metric: str  # latency, bandwidth, rate, time
+    value: float
+    unit: str  # us, MB/s, MiB/s, s
+    repeat: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A run that did not produce output: shown in the report as failed, with the reason."""
+
+    benchmark: str
+    mode: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file, or a line of it, left out of the tables, with why."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+COLUMNS = [field.name for field in fields(Record)]
+
+
+def write(records: list[Record], failures: list[Failure], out: Path) -> tuple[Path, Path]:
+    """records.json (records and failures) and records.csv under `out`."""
+    data = {"records": [asdict(r) for r in records], "failures": [asdict(f) for f in failures]}
+    json_path = atomic.write_text(out / "records.json", json.dumps(data, indent=1) + "\n")
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(asdict(r) for r in records)
+    return json_path, atomic.write_text(out / "records.csv", text.getvalue())
+
+
+def read(path: Path) -> tuple[list[Record], list[Failure]]:
+    data = json.loads(path.read_text())
+    return [Record(**r) for r in data["records"]], [Failure(**f) for f in data["failures"]]

@@ -1,0 +1,123 @@
+"""Run the local environment's benchmarks on this machine: every benchmark in every mode,
+repeat after repeat (A B A B ...), each run's raw output kept with a header line saying
+what it was (climstack.bench.collect reads them back)."""
+
+import shlex
+import sys
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from climstack.bench.collect import HEADER
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str  # file name stem
+    package: str
+    argv: tuple[str, ...]  # program relative to the package prefix, then its arguments
+    workdir: str | None = None  # a subdirectory the program needs in its working directory
+
+    @property
+    def family(self) -> str:
+        """The output format's name (collect.formats), which the report groups by."""
+        return "osu" if self.name.startswith("osu_") else self.name
+
+
+OSU = "libexec/osu-micro-benchmarks/mpi"
+SIZES = "1:65536"
+LOCAL = (
+    Benchmark("osu_latency", "osu-micro-benchmarks", (f"{OSU}/pt2pt/osu_latency", "-m", SIZES)),
+    Benchmark("osu_bw", "osu-micro-benchmarks", (f"{OSU}/pt2pt/osu_bw", "-m", SIZES)),
+    Benchmark("osu_bibw", "osu-micro-benchmarks", (f"{OSU}/pt2pt/osu_bibw", "-m", SIZES)),
+    *(
+        Benchmark(f"osu_{op}", "osu-micro-benchmarks", (f"{OSU}/collective/osu_{op}", "-m", SIZES))
+        for op in ("allgather", "bcast", "allreduce", "alltoall")
+    ),
+    Benchmark(
+        "mpibench", "mpibench", ("bin/mpiBench", "-e", "64K", "Bcast", "Allreduce", "Alltoall")
+    ),
+    Benchmark(
+        "netcdf-bench",
+        "netcdf-bench",
+        ("bin/benchtool", "-n=1", "-p={ranks}", "-w", "-r", "-d=8:128:128:32", "-f=bench.nc"),
+    ),
+    Benchmark("benchio", "benchio", ("bin/benchio.x",), workdir="benchio_files"),
+)
+
+
+@dataclass
+class Mode:
+    """How a mode launches a benchmark: the command around the program."""
+
+    name: str
+    runtime: str
+    wrap: callable  # (launcher argv, program argv) -> argv
+    env: dict | None = None
+
+
+def native(launcher: list[str]) -> Mode:
+    return Mode("native", "none", lambda program: [*launcher, *program])
+
+
+def run_all(
+    benchmarks: list[Benchmark],
+    prefixes: dict[str, Path],
+    modes: list[Mode],
+    out: Path,
+    repeats: int,
+    ranks: int,
+    site: str = "local",
+    timeout: int = 600,
+) -> list[Path]:
+    """Run each benchmark in each mode `repeats` times, alternating; returns the raw files."""
+    raw, written = out / "raw", []
+    raw.mkdir(parents=True, exist_ok=True)
+    total, done = repeats * len(modes) * len(benchmarks), 0
+    for repeat in range(1, repeats + 1):
+        for benchmark in benchmarks:
+            for mode in modes:  # modes alternate within a repeat: A B A B
+                done += 1
+                path = raw / f"{benchmark.name}.{mode.name}.r{repeat}.out"
+                header = (
+                    f"{HEADER} benchmark={benchmark.family} mode={mode.name} ranks={ranks} "
+                    f"nodes=1 runtime={mode.runtime} site={site} repeat={repeat}"
+                )
+                print(
+                    f"[{done}/{total}] {benchmark.name} {mode.name} repeat {repeat}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                text = _run_one(benchmark, prefixes, mode, out, ranks, timeout)
+                path.write_text(text if text.startswith(HEADER) else f"{header}\n{text}")
+                written.append(path)
+    return written
+
+
+def _run_one(benchmark, prefixes, mode, out, ranks, timeout) -> str:
+    prefix = prefixes.get(benchmark.package)
+    failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode.name} reason="
+    if prefix is None:
+        return failed + shlex.quote(f"{benchmark.package} is not installed") + "\n"
+    program = [str(prefix / benchmark.argv[0])]
+    program += [arg.format(ranks=ranks) for arg in benchmark.argv[1:]]
+    work = out / "work" / benchmark.name
+    (work / (benchmark.workdir or "")).mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    try:
+        proc = subprocess.run(
+            mode.wrap(program),
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=mode.env,
+        )
+    except subprocess.TimeoutExpired:
+        return failed + shlex.quote(f"no result after {timeout} s") + "\n"
+    if proc.returncode:
+        last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+        reason = f"exit {proc.returncode} after {time.monotonic() - start:.1f} s: {last[:300]}"
+        return failed + shlex.quote(reason) + "\n"
+    return proc.stdout
