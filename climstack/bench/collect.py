@@ -2,7 +2,8 @@
 into records. Each run in a file starts with a header line the runner and the emitted job
 scripts print, e.g.
 
-    climstack-bench: benchmark=osu mode=bind ranks=128 nodes=1 runtime=apptainer site=archer2 repeat=2
+    climstack-bench: benchmark=osu mode=bind ranks=128 nodes=1 runtime=apptainer \
+        site=archer2 repeat=2   (one line)
     climstack-bench: failed benchmark=osu mode=fabric reason="..."
 
 A file without one is read as a single run whose context is unknown (mode `unknown`)."""

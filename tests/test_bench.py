@@ -1,0 +1,179 @@
+"""The bench room on real runs: the local environment's benchmarks (built by Spack from the
+offline sources) run natively on 2 ranks by `climstack bench local`, parsed into tidy
+records and reported; Intel's IMB; bad input (garbled, truncated, unknown, failed runs)."""
+
+import csv
+import json
+import os
+import subprocess
+
+import pytest
+
+from climstack.bench import collect, report, runner
+from climstack.bench.records import COLUMNS
+from climstack.build import bench_sources, environments
+from climstack.testing import programs
+from conftest import PROJECT_ROOT
+
+OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory):
+    """`climstack bench local` as a user runs it (installs what is missing, 2 repeats)."""
+    out = tmp_path_factory.mktemp("bench") / "report"
+    proc = subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", "2", "--out", out],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"report in {out}" in proc.stdout
+    return out, json.loads((out / "records.json").read_text())
+
+
+def test_every_benchmark_runs_and_parses(local_run):
+    _, data = local_run
+    records, failures = data["records"], data["failures"]
+    assert failures == []
+    by = {}
+    for r in records:
+        by.setdefault(r["benchmark"], set()).add(r["operation"])
+        assert r["value"] > 0 and r["ranks"] == 2 and r["mode"] == "native", r
+        assert r["site"] == "local" and r["repeat"] in (1, 2)
+    assert by["osu"] == OSU_OPERATIONS
+    assert by["mpibench"] == {"Bcast", "Allreduce", "Alltoall"}
+    assert by["netcdf-bench"] == {"write", "read"}
+    assert by["benchio"] == {"Serial", "MPI-IO", "HDF5", "NetCDF"}
+    latency = [r for r in records if r["operation"] == "latency" and r["repeat"] == 1]
+    assert sorted(r["bytes"] for r in latency) == [2**k for k in range(17)]
+    assert {r["unit"] for r in records if r["operation"] in ("bw", "bibw")} == {"MB/s"}
+
+
+def test_csv_matches_json_and_the_tidy_columns(local_run):
+    out, data = local_run
+    with open(out / "records.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == COLUMNS == [
+        "benchmark", "operation", "bytes", "ranks", "nodes", "mode", "runtime", "site",
+        "metric", "value", "unit", "repeat",
+    ]  # fmt: skip
+    assert len(rows) == len(data["records"])
+    assert float(rows[0]["value"]) == data["records"][0]["value"]
+
+
+def test_report_tables_and_plots(local_run):
+    out, _ = local_run
+    text = (out / "report.md").read_text()
+    for benchmark in ("osu", "mpibench", "netcdf-bench", "benchio"):
+        assert f"## {benchmark}\n\n| operation | bytes | ranks | metric | native |" in text
+    plots = sorted(p.name for p in (out / "plots").glob("*.png"))
+    assert {f"osu-{op}-{'bandwidth' if 'bw' in op else 'latency'}.png" for op in OSU_OPERATIONS}
+    assert {"benchio-rate.png", "netcdf-bench-rate.png"} <= set(plots)
+    for plot in (out / "plots").glob("*.png"):
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_path):
+    """A directory of .out files as copied back from a centre: several runs per file, one
+    line garbled, one file truncated; both warned with name and line, the rest reported."""
+    out, data = local_run
+    raw = sorted((out / "raw").glob("osu_latency.*"))
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    (jobs / "slurm-1001.out").write_text("".join(p.read_text() for p in raw))
+    lines = raw[0].read_text().splitlines()
+    garbled_at = next(i for i, line in enumerate(lines) if line.startswith("64 "))
+    lines[garbled_at] = "64     0.5x7"
+    (jobs / "slurm-1002.out").write_text("\n".join(lines) + "\n")
+    (jobs / "slurm-1003.out").write_text("\n".join(lines[:4]) + "\n")  # header + titles only
+    proc = subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "report", jobs],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        f"slurm-1002.out:{garbled_at + 1}: expected 2 numbers, read '64     0.5x7'" in proc.stderr
+    )
+    assert "slurm-1003.out:4: osu output with no results (truncated?); left out" in proc.stderr
+    text = (jobs / "report" / "report.md").read_text()
+    assert "## Left out" in text and "slurm-1002.out" in text
+    records = json.loads((jobs / "report" / "records.json").read_text())["records"]
+    assert len(records) == 2 * 17 + 16  # two repeats of 17 sizes, then one without 64 B
+
+
+def test_unknown_format_is_refused_naming_the_formats(tmp_path):
+    (tmp_path / "slurm-7.out").write_text("hello\nthis is no benchmark\n")
+    proc = subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "report", tmp_path],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0
+    assert "slurm-7.out: line 1: output of an unknown format" in proc.stderr
+    assert "osu, mpibench, netcdf-bench, benchio, imb" in proc.stderr
+    assert not (tmp_path / "report").exists()
+
+
+def test_a_failed_mode_is_reported_failed_with_its_reason(tmp_path):
+    env = {**os.environ, "USER": os.environ.get("USER", "root")}
+    hybrid = runner.Mode(
+        "hybrid", "charliecloud", lambda p: ["ch-run", "/no/such/image", "--", *p], env
+    )
+    bench = [b for b in runner.LOCAL if b.name == "osu_latency"]
+    prefixes = {"osu-micro-benchmarks": tmp_path}
+    runner.run_all(bench, prefixes, [hybrid], tmp_path / "run", repeats=1, ranks=2)
+    records, failures, problems = collect.read_paths([tmp_path / "run" / "raw"])
+    assert records == [] and problems == []
+    assert [(f.benchmark, f.mode) for f in failures] == [("osu", "hybrid")]
+    assert "exit 1" in failures[0].reason and "/no/such/image" in failures[0].reason
+    assert "- **hybrid: failed**: exit 1" in report.markdown(records, failures, problems)
+
+
+def test_imb_output_parses(tmp_path):
+    """Intel's IMB-MPI1 (PyPI impi-rt) on Intel MPI, 2 ranks."""
+    impi = programs.impi()
+    proc = subprocess.run(
+        [impi.bin / "mpiexec", "-n", "2", impi.bin / "IMB-MPI1", "PingPong", "Allgather",
+         "-msglog", "0:4", "-npmin", "2"],
+        capture_output=True, text=True, env=impi.env(), timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "imb.out").write_text(proc.stdout)
+    records, failures, problems = collect.read_paths([tmp_path / "imb.out"])
+    assert not failures and not problems
+    pingpong = [r for r in records if r.operation == "PingPong" and r.metric == "latency"]
+    assert [r.bytes for r in pingpong] == [0, 1, 2, 4, 8, 16]
+    assert all(r.ranks == 2 and r.benchmark == "imb" and r.value > 0 for r in pingpong)
+    assert {r.operation for r in records} == {"PingPong", "Allgather"}
+
+
+def test_paired_ratios_and_noise_flag():
+    """Repeat i pairs with repeat i; a spread wider than the effect is flagged."""
+    assert report.paired_ratio({1: 2.0, 2: 3.0, 3: 9.9}, {1: 2.0, 2: 2.0}) == (1.25, 1.0, 1.5)
+    assert report.noisy((1.02, 0.95, 1.10))  # +2% claimed, +-7.5% spread
+    assert not report.noisy((1.50, 1.45, 1.56))
+    assert not report.noisy((1.0, 1.0, 1.0))
+
+
+def test_sources_are_offline_routes_not_vendored(tmp_path, monkeypatch):
+    """Nothing fetched is tracked; an override maps the upstream URL through git's
+    insteadOf, so a filled mirror holds each archive where Spack looks for the upstream URL
+    (here copied from the site's mirror, which already has them)."""
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True
+    ).stdout
+    assert not [p for p in tracked.split() if p.endswith((".tar.gz", ".tar.xz", ".tgz"))]
+    monkeypatch.setenv("CLIMSTACK_MPIBENCH_GIT", str(tmp_path / "no-such-clone"))
+    env = bench_sources.git_environ()
+    assert env["GIT_CONFIG_VALUE_0"] == "https://github.com/LLNL/mpiBench.git"
+    assert env["GIT_CONFIG_KEY_0"] == f"url.{tmp_path / 'no-such-clone'}.insteadOf"
+    bench_sources.fill_git(environments.resolve("local"), tmp_path / "mirror")
+    digest = tmp_path / "mirror" / "_source-cache" / "git" / "LLNL" / "mpiBench.git"
+    assert [p.name for p in digest.iterdir()] == [
+        "4c855b8d4d192b67dff1fbc37ec4bc82333f3c0b.tar.gz"
+    ]
+    osu = tmp_path / "mirror" / "_source-cache" / "git" / "sherrywong1220"
+    assert list(osu.rglob("bed60f564c2908a6123315f49f6dd0c0ff5440a3.tar.gz"))
