@@ -177,3 +177,14 @@ def test_sources_are_offline_routes_not_vendored(tmp_path, monkeypatch):
     ]
     osu = tmp_path / "mirror" / "_source-cache" / "git" / "sherrywong1220"
     assert list(osu.rglob("bed60f564c2908a6123315f49f6dd0c0ff5440a3.tar.gz"))
+
+
+def test_a_header_that_does_not_read_leaves_its_run_out(local_run, tmp_path):
+    out, _ = local_run
+    real = (out / "raw" / "mpibench.native.r1.out").read_text().replace("ranks=2", "ranks=two")
+    (tmp_path / "slurm-9.out").write_text(real)
+    records, _, problems = collect.read_paths([tmp_path])
+    assert records == []
+    assert [str(p) for p in problems] == [
+        f"{tmp_path / 'slurm-9.out'}:1: header ranks='two' is no count; run left out"
+    ]

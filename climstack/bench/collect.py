@@ -57,6 +57,15 @@ def read_file(path: Path) -> tuple[list[Record], list[Failure], list[Problem]]:
                 fix="give raw output of one of: " + ", ".join(formats.FORMATS),
             )
         run = {**DEFAULTS, **context}
+        bad = [key for key in ("ranks", "nodes", "repeat") if not run.get(key, "0").isdigit()]
+        if bad:
+            line = body[0][0] - 1 if body else 1
+            problems.append(
+                Problem(
+                    str(path), line, f"header {bad[0]}={run[bad[0]]!r} is no count; run left out"
+                )
+            )
+            continue
 
         def warn(line: int, message: str, path=path):
             problems.append(Problem(str(path), line, message + "; left out"))

@@ -37,6 +37,33 @@ def _numbers(text: str, count: int) -> list[float]:
     return values
 
 
+def _match(pattern: re.Pattern, text: str, what: str) -> list[str]:
+    """The groups of `pattern` in `text`, whose numeric groups must read as numbers."""
+    found = pattern.search(text)
+    if not found or not all(
+        _is_number(g) for g in found.groups() if g and g[0] in "+-.0123456789"
+    ):
+        raise Garbled(f"not {what}: {text.strip()!r}")
+    return list(found.groups())
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _lines(lines: Lines, warn: Warn, read) -> Iterator[Measurement]:
+    """read(number, text) per line; a Garbled line is warned about and left out."""
+    for number, text in lines:
+        try:
+            yield from read(number, text)
+        except Garbled as err:
+            warn(number, str(err))
+
+
 # --- OSU: "# OSU MPI Allgather Latency Test v7.4" then "# Size  Avg Latency(us)" rows
 OSU_TITLE = re.compile(r"^# OSU MPI(?:-\w+)? (.+?) Test v[\d.]+")
 OSU_OPERATIONS = {
@@ -51,20 +78,23 @@ OSU_OPERATIONS = {
 
 
 def osu(lines: Lines, warn: Warn) -> Iterator[Measurement]:
-    operation, metric, unit = None, None, None
-    for number, text in lines:
+    table = {"operation": "unknown", "metric": None, "unit": None}
+
+    def read(number, text):
         title = OSU_TITLE.match(text)
         if title:
-            operation = OSU_OPERATIONS.get(title.group(1), title.group(1).lower())
+            table["operation"] = OSU_OPERATIONS.get(title.group(1), title.group(1).lower())
         elif text.startswith("# Size"):
-            metric, unit = ("bandwidth", "MB/s") if "MB/s" in text else ("latency", "us")
-        elif text.strip() and not text.startswith("#") and metric:
-            try:
-                size, value = _numbers(text, 2)
-            except Garbled as err:
-                warn(number, str(err))
-                continue
-            yield Measurement(number, operation or "unknown", int(size), metric, value, unit)
+            bandwidth = "MB/s" in text
+            table["metric"] = "bandwidth" if bandwidth else "latency"
+            table["unit"] = "MB/s" if bandwidth else "us"
+        elif text.strip() and not text.startswith("#") and table["metric"]:
+            size, value = _numbers(text, 2)
+            yield Measurement(
+                number, table["operation"], int(size), table["metric"], value, table["unit"]
+            )
+
+    return _lines(lines, warn, read)
 
 
 # --- mpiBench: "Bcast\tBytes:\t16\tIters:\t1000\tAvg:\t0.9\tMin: ... Ranks: 2", usec
@@ -74,44 +104,38 @@ MPIBENCH_ROW = re.compile(
 
 
 def mpibench(lines: Lines, warn: Warn) -> Iterator[Measurement]:
-    for number, text in lines:
-        if "Bytes:" not in text:
-            continue
-        row = MPIBENCH_ROW.match(text)
-        try:
-            if not row:
-                raise ValueError
-            value = float(row.group(3))
-        except ValueError:
-            warn(number, f"not an mpiBench result line: {text.strip()!r}")
-            continue
-        operation, size, ranks = row.group(1), int(row.group(2)), int(row.group(4))
-        yield Measurement(number, operation, size, "latency", value, "us", ranks)
+    def read(number, text):
+        if "Bytes:" in text:
+            operation, size, value, ranks = _match(MPIBENCH_ROW, text, "an mpiBench result")
+            yield Measurement(
+                number, operation, int(size), "latency", float(value), "us", int(ranks)
+            )
+
+    return _lines(lines, warn, read)
 
 
 # --- NetCDF-Bench: "benchmark:write  I/O Performance  min avg max MiB/s"; "Datasize N bytes"
 NETCDF_ROW = re.compile(r"^benchmark:(\w+)\s+(.+?)\s{2,}(\S+)\s+(\S+)\s+(\S+)\s+(secs|MiB/s)")
+NETCDF_SIZE = re.compile(r"^Datasize\s+(\d+) bytes")
+NETCDF_METRICS = {"I/O Performance": "rate", "I/O time": "time"}  # rate with open/close,
+# as the ARCHER2 guide reports it
 
 
 def netcdf_bench(lines: Lines, warn: Warn) -> Iterator[Measurement]:
-    size = None
-    for number, text in lines:
+    run = {"size": None}
+
+    def read(number, text):
         if text.startswith("Datasize"):
-            size = int(_numbers(text.split(None, 1)[1], 1)[0])
+            run["size"] = int(_match(NETCDF_SIZE, text, "a NetCDF-Bench data size")[0])
         elif text.startswith("benchmark:"):
-            row = NETCDF_ROW.match(text)
-            try:
-                if not row:
-                    raise ValueError
-                average = float(row.group(4))
-            except ValueError:
-                warn(number, f"not a NetCDF-Bench result line: {text.strip()!r}")
-                continue
-            what, unit = row.group(2), row.group(6)
-            if what == "I/O Performance":  # with open/close, as the ARCHER2 guide reports
-                yield Measurement(number, row.group(1), size, "rate", average, unit)
-            elif what == "I/O time":
-                yield Measurement(number, row.group(1), size, "time", average, "s")
+            io, what, _, average, _, unit = _match(NETCDF_ROW, text, "a NetCDF-Bench result")
+            if what in NETCDF_METRICS:
+                unit = "s" if unit == "secs" else unit
+                yield Measurement(
+                    number, io, run["size"], NETCDF_METRICS[what], float(average), unit
+                )
+
+    return _lines(lines, warn, read)
 
 
 # --- benchio: " MPI-IO" between "------" lines; per layer its repetitions' " time = ..."
@@ -120,53 +144,48 @@ BENCHIO_AVERAGE = re.compile(r"avgtime\s*=\s*(\S+)\s*,\s*avgrate\s*=\s*(\S+)\s*M
 
 
 def benchio(lines: Lines, warn: Warn) -> Iterator[Measurement]:
-    layer, ranks, size = None, None, None
-    previous = ""
-    for number, text in lines:
-        stripped = text.strip()
+    run = {"layer": None, "ranks": None, "size": None, "previous": ""}
+
+    def read(number, text):
+        stripped, previous = text.strip(), run["previous"]
+        run["previous"] = stripped
         if stripped.startswith("Running on"):
-            ranks = int(_numbers(stripped.split("on", 1)[1], 1)[0])
+            run["ranks"] = int(_numbers(stripped.split("on", 1)[1], 1)[0])
         elif stripped.startswith("Total amount of data"):
-            size = int(_numbers(stripped.split("=", 1)[1], 1)[0] * 2**20)
+            run["size"] = int(_numbers(stripped.split("=", 1)[1], 1)[0] * 2**20)
         elif previous == "------" and stripped and stripped != "------":
-            layer = stripped
-        elif stripped.startswith("avgtime") and layer:
-            average = BENCHIO_AVERAGE.search(stripped)
-            try:
-                if not average:
-                    raise ValueError
-                seconds, mib_s = float(average.group(1)), float(average.group(2))
-            except ValueError:
-                warn(number, f"not a benchio average line: {stripped!r}")
-                continue
-            yield Measurement(number, layer, size, "rate", mib_s, "MiB/s", ranks)
-            yield Measurement(number, layer, size, "time", seconds, "s", ranks)
-        previous = stripped
+            run["layer"] = stripped
+        elif stripped.startswith("avgtime") and run["layer"]:
+            seconds, mib_s = _match(BENCHIO_AVERAGE, stripped, "a benchio average")
+            for metric, value, unit in (("rate", mib_s, "MiB/s"), ("time", seconds, "s")):
+                yield Measurement(
+                    number, run["layer"], run["size"], metric, float(value), unit, run["ranks"]
+                )
+
+    return _lines(lines, warn, read)
 
 
 # --- IMB: "# Benchmarking PingPong", "# #processes = 2", "#bytes #repetitions t[usec] ..."
 def imb(lines: Lines, warn: Warn) -> Iterator[Measurement]:
-    operation, ranks, columns = None, None, None
-    for number, text in lines:
+    table = {"operation": None, "ranks": None, "columns": None}
+
+    def read(number, text):
         if text.startswith("# Benchmarking "):
-            operation, columns = text.split()[2], None
+            table["operation"], table["columns"] = text.split()[2], None
         elif text.startswith("# #processes = "):
-            ranks = int(text.split("=")[1])
-        elif operation and text.strip().startswith("#bytes"):
-            columns = text.split()
-        elif columns and text.strip() and not text.startswith("#"):
-            try:
-                values = _numbers(text, len(columns))
-            except Garbled as err:
-                warn(number, str(err))
-                continue
-            row = dict(zip(columns, values))
+            table["ranks"] = int(_numbers(text.split("=")[1], 1)[0])
+        elif table["operation"] and text.strip().startswith("#bytes"):
+            table["columns"] = text.split()
+        elif table["columns"] and text.strip() and not text.startswith("#"):
+            row = dict(zip(table["columns"], _numbers(text, len(table["columns"]))))
+            operation, size = table["operation"], int(row["#bytes"])
             time = row.get("t[usec]", row.get("t_avg[usec]"))
-            size = int(row["#bytes"])
             if time is not None:
-                yield Measurement(number, operation, size, "latency", time, "us", ranks)
+                yield Measurement(number, operation, size, "latency", time, "us", table["ranks"])
             if "Mbytes/sec" in row:
                 yield Measurement(number, operation, size, "bandwidth", row["Mbytes/sec"], "MB/s")
+
+    return _lines(lines, warn, read)
 
 
 #: format name -> (a line only its output has, parser); detection tries them in order
