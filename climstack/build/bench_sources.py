@@ -107,6 +107,8 @@ def _unpacked_tree(tree: DebianTree) -> Path:
             path.rename(work / path.name)
         top.rmdir()
 
+    if final.is_dir():
+        return final
     with progress.step(f"unpacking Debian's {tree.source} {tree.version} for `spack develop`"):
         return atomic.directory(final, fill)
 
