@@ -42,8 +42,12 @@ def _save(figure, path: Path) -> Path:
 
 def sized(records: list[Record], title: str, path: Path) -> Path:
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
-    for mode, (xs, median, low, high) in sorted(_medians(records).items()):
-        xs = [max(x, 1) for x in xs]  # size 0 on a log axis
+    for mode, series in sorted(_medians(records).items()):
+        # a log axis has no 0 B: those sizes stay in the tables only
+        points = [point for point in zip(*series) if point[0] > 0]
+        if not points:
+            continue
+        xs, median, low, high = zip(*points)
         axes.plot(xs, median, marker="o", markersize=3, label=mode)
         axes.fill_between(xs, low, high, alpha=0.2)
     axes.set_xscale("log", base=2)
