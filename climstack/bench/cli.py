@@ -3,17 +3,21 @@ benchmarks, from offline sources), run the comparison and write its report;
 `climstack bench report DIR...`: the same report from raw outputs copied back from a centre
 (a directory of Slurm .out files)."""
 
-import shutil
+import os
 import sys
 import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import collect, records, report, runner
-from climstack.build import bench_sources, environments
+from climstack.bench import collect, modes, records, report, runner
+from climstack.build import bench_sources, environments, image, sif
 from climstack.common import progress
 from climstack.config import spack
 from climstack.errors import ClimstackError
+from climstack.run import container_smoke
+
+#: the container environment whose image the container modes run (`climstack image`)
+IMAGE = "container-archer2"
 
 
 def install(env_dir: Path) -> dict[str, Path]:
@@ -33,6 +37,32 @@ def write_report(found, out: Path) -> list[Path]:
     return paths + report.write(recs, failures, problems, out)
 
 
+def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
+    """The modes asked for (--modes), the container ones on `climstack image`'s image."""
+    names = args.modes.split(",") if args.modes else list(modes.MODES)
+    unknown = sorted(set(names) - set(modes.MODES))
+    if unknown:
+        raise ClimstackError(
+            f"--modes: unknown mode(s) {', '.join(unknown)}", fix=f"from {','.join(modes.MODES)}"
+        )
+    launcher = [container_smoke.launcher(), "-n", str(args.ranks)]
+    chosen = [modes.native(launcher, prefixes)] if "native" in names else []
+    if set(names) & set(modes.CONTAINER_MODES):
+        image_dir = image.build(IMAGE, args.image or image.default_destination(IMAGE))
+        target = None
+        if args.runtime == "apptainer":
+            target = str(sif.build(IMAGE, image_dir.with_suffix(".sif"), image_dir))
+        env = {**os.environ, "USER": os.environ.get("USER") or "root", "APPTAINER_NO_HOME": "1"}
+        for name in (n for n in modes.CONTAINER_MODES if n in names):
+            chosen.append(
+                modes.container(
+                    name, image_dir, launcher, args.ranks, args.runtime, target,
+                    args.fabric_prefix, env,
+                )  # fmt: skip
+            )
+    return chosen
+
+
 def run_local(args) -> None:
     env_dir = environments.resolve("local")
     if not (env_dir / "spack.lock").is_file():
@@ -40,12 +70,10 @@ def run_local(args) -> None:
             f"{env_dir} is not concretized", fix="`climstack concretize local` first"
         )
     prefixes = install(env_dir)
-    if not shutil.which("mpiexec"):
-        raise ClimstackError("no `mpiexec` on PATH", fix="apt-get install mpich (bin/setup)")
     out = Path(args.out or pins.cache_dir() / "bench" / time.strftime("local-%Y%m%d-%H%M%S"))
-    modes = [runner.native(["mpiexec", "-n", str(args.ranks)])]
+    chosen = local_modes(args, prefixes)
     with progress.step(f"running the benchmarks, {args.repeats} repeats, into {out}"):
-        runner.run_all(list(runner.LOCAL), prefixes, modes, out, args.repeats, args.ranks)
+        runner.run_all(list(runner.LOCAL), chosen, out, args.repeats, args.ranks)
     paths = write_report(collect.read_paths([out / "raw"]), out)
     print(f"climstack bench: report in {out}")
     for path in paths:
@@ -67,6 +95,15 @@ def register(commands) -> None:
     local.add_argument("--repeats", type=int, default=3, help="runs per mode (default 3)")
     local.add_argument("--ranks", type=int, default=2)
     local.add_argument("--out", help="report directory (default: a new one in the cache)")
+    local.add_argument(
+        "--modes", help=f"comma-separated, from {','.join(modes.MODES)} (default: all)"
+    )
+    local.add_argument("--runtime", choices=("charliecloud", "apptainer"), default="charliecloud")
+    local.add_argument("--image", type=Path, help=f"image directory of {IMAGE}")
+    local.add_argument(
+        "--fabric-prefix",
+        help="the host libfabric's prefix for the fabric mode (default: the site's external)",
+    )
     local.set_defaults(run=run_local)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")

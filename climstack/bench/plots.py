@@ -10,7 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
-from climstack.bench.records import Record  # noqa: E402
+from climstack.bench.records import Record, ordered_modes  # noqa: E402
 
 SIZED = ("latency", "bandwidth")
 
@@ -42,7 +42,8 @@ def _save(figure, path: Path) -> Path:
 
 def sized(records: list[Record], title: str, path: Path) -> Path:
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
-    for mode, series in sorted(_medians(records).items()):
+    series_of = _medians(records)
+    for mode, series in ((m, series_of[m]) for m in ordered_modes(records)):
         # a log axis has no 0 B: those sizes stay in the tables only
         points = [point for point in zip(*series) if point[0] > 0]
         if not points:
@@ -62,7 +63,7 @@ def sized(records: list[Record], title: str, path: Path) -> Path:
 
 def rates(records: list[Record], title: str, path: Path) -> Path:
     operations = sorted({r.operation for r in records})
-    modes = sorted({r.mode for r in records})
+    modes = ordered_modes(records)
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     width = 0.8 / len(modes)
     for index, mode in enumerate(modes):

@@ -47,6 +47,14 @@ class Problem:
 
 
 COLUMNS = [field.name for field in fields(Record)]
+#: the run modes, in the order tables and plots show them (climstack.bench.modes)
+MODES = ("native", "bind", "bind-noxpmem", "hybrid", "fabric")
+
+
+def ordered_modes(records: list[Record]) -> list[str]:
+    """The modes present, in MODES order, then any other."""
+    seen = {r.mode for r in records}
+    return [m for m in MODES if m in seen] + sorted(seen - set(MODES))
 
 
 def write(records: list[Record], failures: list[Failure], out: Path) -> tuple[Path, Path]:

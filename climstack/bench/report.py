@@ -4,20 +4,14 @@ ratios (repeat i of a mode against repeat i of native: the runs alternate A B A 
 where the ratios' spread is wider than the effect they claim."""
 
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from climstack.bench import plots
-from climstack.bench.records import Failure, Problem, Record
+from climstack.bench.records import Failure, Problem, Record, ordered_modes
 from climstack.common import atomic
 
-MODES = ("native", "bind", "bind-noxpmem", "hybrid", "fabric")
 BASELINE = "native"
-
-
-def _modes(records: list[Record]) -> list[str]:
-    seen = {r.mode for r in records}
-    return [m for m in MODES if m in seen] + sorted(seen - set(MODES))
 
 
 def paired_ratio(mode: dict[int, float], native: dict[int, float]):
@@ -51,7 +45,7 @@ def _ratio_cell(ratio) -> str:
 
 def table(records: list[Record]) -> list[str]:
     """One Markdown table of one benchmark's records."""
-    modes = _modes(records)
+    modes = ordered_modes(records)
     series = defaultdict(lambda: defaultdict(dict))  # key -> mode -> repeat -> value
     for r in records:
         series[(r.operation, r.bytes, r.ranks, r.metric, r.unit)][r.mode][r.repeat] = r.value
@@ -88,8 +82,9 @@ def markdown(records: list[Record], failures: list[Failure], problems: list[Prob
         mine = [r for r in records if r.benchmark == benchmark]
         if mine:
             out += table(mine) + [""]
-        for failure in (f for f in failures if f.benchmark == benchmark):
-            out += [f"- **{failure.mode}: failed**: {failure.reason}"]
+        failed = Counter((f.mode, f.reason) for f in failures if f.benchmark == benchmark)
+        for (mode, reason), runs in failed.items():
+            out += [f"- **{mode}: failed**: {reason} ({runs} run{'s' * (runs > 1)})"]
         out += [""]
     if problems:
         out += ["## Left out", ""] + [f"- {p}" for p in problems] + [""]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench.collect import HEADER
+from climstack.bench.modes import Mode
 
 
 @dataclass(frozen=True)
@@ -47,23 +48,8 @@ LOCAL = (
 )
 
 
-@dataclass
-class Mode:
-    """How a mode launches a benchmark: the command around the program."""
-
-    name: str
-    runtime: str
-    wrap: callable  # (launcher argv, program argv) -> argv
-    env: dict | None = None
-
-
-def native(launcher: list[str]) -> Mode:
-    return Mode("native", "none", lambda program: [*launcher, *program])
-
-
 def run_all(
     benchmarks: list[Benchmark],
-    prefixes: dict[str, Path],
     modes: list[Mode],
     out: Path,
     repeats: int,
@@ -89,18 +75,20 @@ def run_all(
                     file=sys.stderr,
                     flush=True,
                 )
-                text = _run_one(benchmark, prefixes, mode, out, ranks, timeout)
+                text = _run_one(benchmark, mode, out, ranks, timeout)
                 path.write_text(text if text.startswith(HEADER) else f"{header}\n{text}")
                 written.append(path)
     return written
 
 
-def _run_one(benchmark, prefixes, mode, out, ranks, timeout) -> str:
-    prefix = prefixes.get(benchmark.package)
+def _run_one(benchmark, mode, out, ranks, timeout) -> str:
     failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode.name} reason="
-    if prefix is None:
-        return failed + shlex.quote(f"{benchmark.package} is not installed") + "\n"
-    program = [str(prefix / benchmark.argv[0])]
+    if mode.unavailable:
+        return failed + shlex.quote(mode.unavailable) + "\n"
+    try:
+        program = [mode.locate(benchmark)]
+    except LookupError as why:
+        return failed + shlex.quote(str(why)) + "\n"
     program += [arg.format(ranks=ranks) for arg in benchmark.argv[1:]]
     work = out / "work" / benchmark.name
     (work / (benchmark.workdir or "")).mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 ones air-gapped centres use. Nothing fetched is committed to this repository.
 
 - **git versions into the source mirror** (mpibench, netcdf-bench, benchio: our recipes pin
-  a commit; osu-micro-benchmarks: site/local requires a public git copy of the 7.4 release,
+  a commit; osu-micro-benchmarks: site/offline requires a public git copy of the 7.4 release,
   because OSU publishes tarballs only on its own site). `spack mirror create` fills the
   site's source mirror; git's `url.<override>.insteadOf` maps each upstream URL to the one
   in CLIMSTACK_<NAME>_GIT, so the tarballs land where Spack looks for the upstream URL.
@@ -31,7 +31,7 @@ from climstack.errors import ClimstackError
 @dataclass(frozen=True)
 class GitSource:
     package: str
-    upstream: str  # the recipe's (or site/local's package_attributes) git URL
+    upstream: str  # the recipe's (or site/offline's package_attributes) git URL
 
     @property
     def variable(self) -> str:
@@ -143,9 +143,10 @@ def git_environ() -> dict:
     return env
 
 
-def fill_git(env_dir: Path, mirror_dir: Path, run=spack.run) -> str:
-    """`spack mirror create` of the git-versioned benchmarks into mirror_dir."""
-    names = [source.package for source in GIT_SOURCES]
+def fill_git(env_dir: Path, mirror_dir: Path, names=None, run=spack.run) -> str:
+    """`spack mirror create` of the git-versioned benchmarks (or those `names`) of env_dir
+    into mirror_dir."""
+    names = names or [source.package for source in GIT_SOURCES]
     env = {**os.environ, **git_environ()}
     try:
         result = run(
@@ -188,5 +189,5 @@ def fill(env_dir: Path, mirror_dir: Path) -> None:
 
 
 def local_mirror() -> Path:
-    """site/local's source mirror (mirrors.yaml `sources`: $user_cache_path/../source-mirror)."""
+    """The source mirror of site/offline (`sources`: $user_cache_path/../source-mirror)."""
     return pins.spack_user_cache().parent / "source-mirror"

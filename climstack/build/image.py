@@ -3,10 +3,12 @@
 Apptainer is not installable here, so the stand-in is an unprivileged Charliecloud image:
 a Debian 12 root filesystem (mmdebstrap; the recipe's base is debian:12 too) holding the
 recipe's %files at the same places, in which our Spack installs the container environment's
-slice (xpmem-stub, mpi-probe) into the recipe's prefixes (/opt/software, view
-/opt/views/view), then links libxpmem.so.0 exactly as the recipe's %post does. The one
-difference: MPICH is PyPI's relocatable mpich wheel declared external
-(containers/local-image), because upstream tarballs cannot be downloaded here.
+slice `mpi-bench` (xpmem-stub, mpi-probe, OSU and mpiBench) into the recipe's prefixes
+(/opt/software, view /opt/views/view), then links libxpmem.so.0 exactly as the recipe's
+%post does, keeping each executable as built, without it, under NOXPMEM (the benchmarks'
+bind-noxpmem control). The differences: MPICH is PyPI's relocatable mpich wheel declared
+external (containers/local-image), because upstream tarballs cannot be downloaded here, and
+the benchmarks' sources come from the offline routes (site/offline, the source mirror).
 """
 
 import hashlib
@@ -20,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from climstack import pins
-from climstack.build import containers, environments
+from climstack.build import bench_sources, containers, environments
 from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
 
@@ -38,8 +40,13 @@ WHEEL_SCOPE = pins.PROJECT_ROOT / "containers" / "local-image"
 WHEEL_SCOPE_IN_IMAGE = "/opt/climstack/containers/local-image"  # ../local-image of IMAGE_ENV
 IMAGE_ENV = "/opt/climstack/containers/env"
 VIEW = "/opt/views/view"
-#: the probes alone (environments/stack.yaml: image_specs), as the recipe's `slice` argument
-SLICE = {"CLIMSTACK_IMAGE_SLICE": "probes"}
+#: the offline routes of the benchmarks' sources, copied to the same place under /opt/climstack
+OFFLINE_SCOPE = pins.PROJECT_ROOT / "site" / "offline"
+#: where the executables live as built, before libxpmem.so.0 is linked (their image path below)
+NOXPMEM = "/opt/climstack/noxpmem"
+#: the probes and the MPI benchmarks (environments/stack.yaml: image_specs), as the recipe's
+#: `slice` argument
+SLICE = {"CLIMSTACK_IMAGE_SLICE": "mpi-bench"}
 #: what the build stage leaves beside the view; a change rebuilds cached images
 STAGE_OUTPUTS = ("/opt/climstack/environment-hash", f"{IMAGE_ENV}/environment_modifications.sh")
 
@@ -121,9 +128,11 @@ def recipe_files(recipe_text: str) -> list[tuple[str, str]]:
 
 
 def slice_manifest(recipe_text: str) -> str:
-    """The recipe's embedded spack.yaml plus the wheel MPICH scope (the slice is SLICE)."""
+    """The recipe's embedded spack.yaml plus the wheel MPICH and offline sources' scopes
+    (the slice is SLICE)."""
     manifest = yaml.safe_load(containers.embedded_manifest(recipe_text))
-    manifest["spack"]["include"].insert(0, "../local-image")  # first: highest precedence
+    # first: highest precedence
+    manifest["spack"]["include"][:0] = ["../local-image", "../../site/offline"]
     return yaml.safe_dump(manifest, sort_keys=False)
 
 
@@ -144,6 +153,8 @@ def _stamp(recipe_text: str) -> str:
         *STAGE_OUTPUTS,
         *sources,
         WHEEL_SCOPE,
+        OFFLINE_SCOPE,
+        *SLICE.values(),
         length=64,
     )
 
@@ -175,6 +186,7 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
                 (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
                 copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
             add_wheel_mpich(work)
+            shutil.copytree(OFFLINE_SCOPE, work / "opt/climstack/site/offline")
         env_in_image = work / IMAGE_ENV.lstrip("/")
         env_in_image.mkdir(parents=True)
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))
@@ -182,7 +194,10 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
         spack = str(pins.PROJECT_ROOT / "bin" / "spack")
         with progress.step("concretizing the image's environment in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
-        with progress.step("installing the probes in ch-run"):
+        mpi_benchmarks = environments.definition("mpi_benchmarks")
+        with progress.step("archiving the MPI benchmarks' git sources into the source mirror"):
+            bench_sources.fill_git(env_in_image, bench_sources.local_mirror(), mpi_benchmarks)
+        with progress.step("installing the probes and the MPI benchmarks in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
         stub = _ch_run(work, spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub").stdout.strip()
         _ch_run(
@@ -193,6 +208,8 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
             VIEW,
             "--link-xpmem",
             f"{stub}/lib",
+            "--keep-unlinked",
+            NOXPMEM,
             cwd="/opt/climstack",
         )
         # as the recipe's build stage: what its final stage turns into a label and variables

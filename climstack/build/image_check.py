@@ -10,6 +10,7 @@ It needs only pyelftools besides this package: the image's %post and %test run i
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,12 +86,17 @@ def problems(info: elf.Elf) -> list[str]:
     return found
 
 
-def link_xpmem(files: list[elf.Elf], stub_libdir: Path) -> int:
-    """Add libxpmem.so.0 to DT_NEEDED (and the stub's dir to RUNPATH) of MPI executables."""
+def link_xpmem(files: list[elf.Elf], stub_libdir: Path, keep: Path | None = None) -> int:
+    """Add libxpmem.so.0 to DT_NEEDED (and the stub's dir to RUNPATH) of MPI executables;
+    with `keep`, first copy each as built to keep/<its absolute path>."""
     patched = 0
     for info in files:
         if XPMEM_SONAME in info.needed:
             continue
+        if keep:
+            copy = keep / info.path.relative_to("/")
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(info.path, copy)
         # one change per call: patchelf 0.14 (Debian 12) garbles a combined call
         subprocess.run(["patchelf", "--add-needed", XPMEM_SONAME, str(info.path)], check=True)
         subprocess.run(["patchelf", "--add-rpath", str(stub_libdir), str(info.path)], check=True)
@@ -107,13 +113,20 @@ def main(argv=None) -> int:
         metavar="STUB_LIBDIR",
         help="first add libxpmem.so.0 (from this directory) where missing",
     )
+    parser.add_argument(
+        "--keep-unlinked",
+        type=Path,
+        metavar="DIR",
+        help="with --link-xpmem: keep each executable as built at DIR/<its path>",
+    )
     args = parser.parse_args(argv)
     if not args.root.is_dir():
         print(f"image_check: error: {args.root} is not a directory", file=sys.stderr)
         return 2
     executables = mpi_users(scan(args.root))
     if args.link_xpmem:
-        print(f"linked {XPMEM_SONAME} into {link_xpmem(executables, args.link_xpmem)} files")
+        linked = link_xpmem(executables, args.link_xpmem, args.keep_unlinked)
+        print(f"linked {XPMEM_SONAME} into {linked} files")
         executables = mpi_users(scan(args.root))
     failures = 0
     for info in sorted(executables, key=lambda i: str(i.path)):

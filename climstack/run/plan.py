@@ -37,6 +37,8 @@ class Plan:
     links: dict[str, str] = field(default_factory=dict)  # name in LINKS_DIR -> container path
     library_path: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
+    # what ranks need only when each runs in its own container (not `ch-run --join`ed)
+    separate_env: dict[str, str] = field(default_factory=dict)
     devices: list[str] = field(default_factory=list)  # present; reached via the host's /dev
     absent: list[str] = field(default_factory=list)  # site extras missing on this host
     closure: list[dict] = field(default_factory=list)  # name, host path, rule, needed by
@@ -50,9 +52,10 @@ class Plan:
     def mount_points(self) -> list[str]:
         return sorted({dst for _, dst in self.binds})
 
-    def runtime_env(self) -> dict[str, str]:
-        """The variables the container's processes get (LD_LIBRARY_PATH: the links)."""
-        env = dict(self.env)
+    def runtime_env(self, joined: bool = False) -> dict[str, str]:
+        """The variables the container's processes get (LD_LIBRARY_PATH: the links); ranks
+        `joined` in one container per node do without separate_env."""
+        env = dict(self.env) if joined else {**self.separate_env, **self.env}
         if self.library_path:
             env["LD_LIBRARY_PATH"] = ":".join(self.library_path)
         return env
@@ -229,6 +232,7 @@ def make_plan(
     for device in config["devices"]:  # both runtimes share the host's /dev
         (plan.devices if view.resolve(device) else plan.absent).append(device)
     plan.env.update({k: str(v) for k, v in config["env"].items()})
+    plan.separate_env.update({k: str(v) for k, v in config["separate_env"].items()})
     plan.env.update({k: str(v) for k, v in config[f"{mode}_env"].items()})
     return plan
 

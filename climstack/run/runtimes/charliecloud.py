@@ -2,6 +2,7 @@
 
 import os
 import shlex
+import uuid
 from pathlib import Path
 
 from climstack.errors import ClimstackError
@@ -11,12 +12,17 @@ NAME = "charliecloud"
 SEPARATORS = ":"
 
 
-def exec_args(plan, image: str, command: list[str], join: bool = False) -> list[str]:
+def exec_args(plan, image: str, command: list[str], join: int = 0) -> list[str]:
+    """`ch-run` of command in the image under the plan; `join` > 0: that many ranks of a
+    node share one container (`--join`, a tag unique to this launch), which lets MPI use
+    the single-copy shared-memory paths that separate user namespaces forbid."""
     check_bind_paths(plan, SEPARATORS)
-    args = ["ch-run"] + (["--join"] if join else [])
+    args = ["ch-run"]
+    if join:
+        args += [f"--join-ct={join}", f"--join-tag=climstack-{uuid.uuid4().hex[:12]}"]
     for src, dst in plan.binds:
         args.append(f"--bind={src}:{dst}")
-    for key, value in plan.runtime_env().items():
+    for key, value in plan.runtime_env(joined=bool(join)).items():
         args.append(f"--set-env={key}={value}")
     return [*args, image, "--", *command]
 
