@@ -6,7 +6,8 @@
 #                push the probes as images to a loopback OCI registry and run mpi-probe's
 #                image from it (ch-image pull), bind mode; install the whole local
 #                environment (stack + OSU, mpiBench, NetCDF-Bench, benchio) from offline
-#                sources, run the benchmarks and write the report to the path it prints
+#                sources, run the benchmarks natively and in the image (bind, bind-noxpmem,
+#                hybrid, fabric) and write the report to the path it prints
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 
@@ -27,6 +28,7 @@ test: setup
 bench: setup
 	.venv/bin/python benchmarks/concretize_times.py
 	.venv/bin/python benchmarks/bind_vs_native.py
+	.venv/bin/python benchmarks/bench_modes.py
 	.venv/bin/python benchmarks/plugin_parity.py
 	.venv/bin/python benchmarks/buildcache_speedup.py
 	.venv/bin/python benchmarks/buildcache_speedup.py --registry

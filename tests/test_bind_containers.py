@@ -141,7 +141,7 @@ def test_incomplete_closure_fails_to_load_in_the_container(image, tmp_path):
 @needs_charliecloud
 def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_path):
     plan = ready(plans.make_plan("local", environ={}), image, tmp_path)
-    without = plans.Plan(**{**plan.__dict__, "env": {}})
+    without = plans.Plan(**{**plan.__dict__, "separate_env": {}})
     failed = probe(without, image, helpers.debian_mpich())
     assert failed.returncode != 0 and "Shared memory error" in failed.stdout + failed.stderr
     ok = probe(plan, image, helpers.debian_mpich())

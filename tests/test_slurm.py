@@ -244,3 +244,35 @@ def test_a_timed_out_job_is_cancelled(cluster, tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         cluster.sbatch_wait(script, timeout=5)
     assert cluster.run("squeue", "-h", "-o", "%i").stdout.strip() == ""
+
+
+def test_bench_job_scripts_run_on_the_local_cluster(cluster, tmp_path):
+    """`climstack bench local --emit`: the comparisons' scripts, as a centre gets them, run
+    through Slurm (every mode, one repeat, 2 ranks); their .out files report every mode."""
+    from climstack.bench import cli, collect
+    from climstack.build import environments, image
+
+    cli.install(environments.resolve("local"))  # the native builds (a no-op when installed)
+    image_dir = image.build(cli.IMAGE, image.default_destination(cli.IMAGE))
+    jobs = tmp_path / "jobs"
+    proc = subprocess.run(
+        [pins.PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--emit", jobs]
+        + ["--repeats", "1", "--image", image_dir],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name in ("mpibench-xpmem", "osu-latency"):
+        code, output = cluster.sbatch_wait(jobs / f"{name}.sh")
+        assert code == 0, output[-3000:]
+    records, failures, problems = collect.read_paths(sorted(jobs.glob("*.out")))
+    assert failures == [] and problems == []
+    assert {(r.benchmark, r.mode) for r in records} == {
+        ("mpibench", "native"),
+        ("mpibench", "bind-noxpmem"),
+        ("mpibench", "bind"),
+        ("osu", "native"),
+        ("osu", "bind"),
+        ("osu", "hybrid"),
+    }
+    assert {r.runtime for r in records if r.mode != "native"} == {"charliecloud"}

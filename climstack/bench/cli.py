@@ -3,16 +3,17 @@ benchmarks, from offline sources), run the comparison and write its report;
 `climstack bench report DIR...`: the same report from raw outputs copied back from a centre
 (a directory of Slurm .out files)."""
 
+import argparse
 import os
 import sys
 import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import collect, modes, records, report, runner
+from climstack.bench import collect, jobs, modes, records, report, runner
 from climstack.build import bench_sources, environments, image, sif
 from climstack.common import progress
-from climstack.config import spack
+from climstack.config import sites, spack
 from climstack.errors import ClimstackError
 from climstack.run import container_smoke
 
@@ -64,6 +65,8 @@ def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
 
 
 def run_local(args) -> None:
+    if args.emit:
+        return run_emit(args)
     env_dir = environments.resolve("local")
     if not (env_dir / "spack.lock").is_file():
         raise ClimstackError(
@@ -78,6 +81,17 @@ def run_local(args) -> None:
     print(f"climstack bench: report in {out}")
     for path in paths:
         print(f"  {path}")
+
+
+def run_emit(args) -> None:
+    """`bench SITE --emit DIR`: the comparisons' job scripts, to run at the centre."""
+    out = Path(args.emit)
+    image_path = args.image or image.default_destination(IMAGE)
+    paths = jobs.emit(args.site, out, str(image_path), args.repeats, args.ranks, args.root)
+    print(f"climstack bench: {len(paths)} job scripts in {out} (plans in {out / 'plans'}):")
+    for path in paths:
+        print(f"  sbatch {path}")
+    print("then: climstack bench report DIR_OF_THEIR_OUT_FILES")
 
 
 def run_report(args) -> None:
@@ -104,7 +118,24 @@ def register(commands) -> None:
         "--fabric-prefix",
         help="the host libfabric's prefix for the fabric mode (default: the site's external)",
     )
-    local.set_defaults(run=run_local)
+    local.add_argument(
+        "--emit", metavar="DIR", help="instead, write the comparisons' Slurm job scripts"
+    )
+    local.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
+    local.set_defaults(run=run_local, site="local")
+    centres = [s for s in sites.known_sites() if (sites.SITES_DIR / s / "bind.yaml").is_file()]
+    for site in sorted(set(centres) - {"local"}):
+        centre = actions.add_parser(
+            site, help=f"write the Slurm job scripts of the comparisons for {site}"
+        )
+        centre.add_argument("--emit", metavar="DIR", required=True, help="where to write them")
+        centre.add_argument("--image", type=Path, help="the image (.sif) the jobs run")
+        centre.add_argument("--repeats", type=int, default=5, help="runs per mode (default 5)")
+        centre.add_argument("--ranks", type=int, help="ranks of every run, on one node")
+        centre.add_argument(
+            "--root", type=Path, default=Path("/"), help="host root to discover the MPI under"
+        )
+        centre.set_defaults(run=run_emit, site=site)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")
     rep.add_argument("--out", help="report directory (default: FIRST_PATH/report)")

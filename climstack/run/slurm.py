@@ -72,21 +72,12 @@ def script(
             fix="keep the default --export=ALL; the plan sets the "
             "container's environment itself",
         )
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --export={export}"]
-    directives = [f"--{key}={value}" for key, value in config["directives"].items()]
-    directives += [*config["extra_directives"], *extra]
-    for index, component in enumerate(components):
-        if index:
-            lines.append("#SBATCH hetjob")
-        lines.append(f"#SBATCH --nodes={component.nodes} --ntasks={component.ntasks}")
-        lines += [f"#SBATCH {d}" for d in directives]
-    lines += [
-        "set -euo pipefail",
+    lines = preamble(site, components, job_name, export, extra)
+    lines.insert(
+        lines.index("set -euo pipefail") + 1,
         f"# bind plan: site {plan.site}, mode {plan.mode}, runtime {plan.runtime}"
         + (f", host MPI {plan.mpi.get('version')}" if plan.mpi else ""),
-        *config["setup"],
-        'export USER="${USER:-$(id -un)}"  # ch-run needs it',
-    ]
+    )
     mpi = config["mpi"]
     if parity_native:  # on the first node, 2 ranks, the same launcher as the job
         launcher = f"srun --mpi={mpi} --nodes=1 --ntasks=2 --overcommit" + (
@@ -111,15 +102,38 @@ def script(
         before, rank = runtimes.get(plan.runtime).job_lines(plan, image, component.command)
         if index == 0:
             lines += before
-        options = [
-            f"--mpi={mpi}",
-            "--cpu-bind=cores",
-            f"--nodes={component.nodes}",
-            f"--ntasks={component.ntasks}",
-        ] + ([f"--het-group={index}"] if het else [])
-        steps.append(" ".join(options) + " " + rank)
+        steps.append(srun_options(site, component, index if het else None) + " " + rank)
     lines.append("srun " + " \\\n  : ".join(steps))
     return "\n".join(lines) + "\n"
+
+
+def preamble(site: str, components, job_name: str, export="ALL", extra=()) -> list[str]:
+    """The #SBATCH lines of a job (a het group per component) and its first commands."""
+    config = sites.get(site).bind["slurm"]
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --export={export}"]
+    directives = [f"--{key}={value}" for key, value in config["directives"].items()]
+    directives += [*config["extra_directives"], *extra]
+    for index, component in enumerate(components):
+        if index:
+            lines.append("#SBATCH hetjob")
+        lines.append(f"#SBATCH --nodes={component.nodes} --ntasks={component.ntasks}")
+        lines += [f"#SBATCH {d}" for d in directives]
+    return lines + [
+        "set -euo pipefail",
+        *config["setup"],
+        'export USER="${USER:-$(id -un)}"  # ch-run needs it',
+    ]
+
+
+def srun_options(site: str, component: Component, het_group: int | None = None) -> str:
+    """The site's srun options for one component (of het group `het_group`)."""
+    options = [
+        f"--mpi={sites.get(site).bind['slurm']['mpi']}",
+        "--cpu-bind=cores",
+        f"--nodes={component.nodes}",
+        f"--ntasks={component.ntasks}",
+    ]
+    return " ".join(options + ([f"--het-group={het_group}"] if het_group is not None else []))
 
 
 def require_families(plan: Plan, wanted: dict) -> None:
