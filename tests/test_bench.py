@@ -15,7 +15,7 @@ import pytest
 
 from climstack.bench import cli, collect, modes, report, runner
 from climstack.bench.records import COLUMNS, MODES
-from climstack.build import bench_sources, environments, image, image_check
+from climstack.build import bench_sources, environments, image, image_check, sif
 from climstack.errors import ClimstackError
 from climstack.run import elf
 from climstack.testing import cray_tree, programs
@@ -190,6 +190,22 @@ def test_container_modes_run_the_host_or_the_images_mpi(local_run):
     assert (
         loaded["hybrid"] == loaded["fabric"] == f"/opt/mpich-{image.WHEEL_MPICH}/lib/libmpi.so.12"
     )
+
+
+def test_bind_mode_under_apptainer_runs_the_sif_on_the_host_mpi():
+    """--runtime apptainer: the SIF of the same image (climstack sif), one container per
+    rank (so the plan's separate_env is set), the host MPI loaded from the plan."""
+    image_dir = image.build(cli.IMAGE, image.default_destination(cli.IMAGE))
+    target = sif.build(cli.IMAGE, image_dir.with_suffix(".sif"), image_dir)
+    env = {**os.environ, "USER": os.environ.get("USER", "root"), "APPTAINER_NO_HOME": "1"}
+    mode = modes.container(
+        "bind", image_dir, ["mpiexec", "-n", "2"], 2, "apptainer", str(target), env=env
+    )
+    argv = mode.wrap([mode.locate(runner.Benchmark("probe", "mpi-probe", ("bin/mpi-probe",)))])
+    assert "exec" in argv and str(target) in argv and "UCX_TLS=^cma" in argv
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "ranks: 2" in proc.stdout and "loaded: /opt/climstack/bind/lib/" in proc.stdout
 
 
 def test_modes_that_cannot_run_say_why(local_run, tmp_path):
