@@ -38,14 +38,20 @@ def write_report(found, out: Path) -> list[Path]:
     return paths + report.write(recs, failures, problems, out)
 
 
-def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
-    """The modes asked for (--modes), the container ones on `climstack image`'s image."""
+def mode_names(args) -> list[str]:
+    """--modes, checked (default: every mode)."""
     names = args.modes.split(",") if args.modes else list(modes.MODES)
     unknown = sorted(set(names) - set(modes.MODES))
     if unknown:
         raise ClimstackError(
             f"--modes: unknown mode(s) {', '.join(unknown)}", fix=f"from {','.join(modes.MODES)}"
         )
+    return names
+
+
+def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
+    """The modes asked for (--modes), the container ones on `climstack image`'s image."""
+    names = mode_names(args)
     launcher = [container_smoke.launcher(), "-n", str(args.ranks)]
     chosen = [modes.native(launcher, prefixes)] if "native" in names else []
     if set(names) & set(modes.CONTAINER_MODES):
@@ -72,6 +78,7 @@ def run_local(args) -> None:
         raise ClimstackError(
             f"{env_dir} is not concretized", fix="`climstack concretize local` first"
         )
+    mode_names(args)  # bad input fails before the install
     prefixes = install(env_dir)
     out = Path(args.out or pins.cache_dir() / "bench" / time.strftime("local-%Y%m%d-%H%M%S"))
     chosen = local_modes(args, prefixes)

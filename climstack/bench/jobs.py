@@ -19,7 +19,7 @@ from climstack.bench.collect import HEADER
 from climstack.build import environments, image
 from climstack.common import atomic
 from climstack.errors import ClimstackError
-from climstack.run import loader, plan, slurm
+from climstack.run import loader, plan, runtimes, slurm
 
 #: plan name -> (mode, host families, PrgEnv flavour)
 PLANS = {
@@ -115,7 +115,7 @@ def script(site, comparison, plans, image_path: str, repeats: int, reasons: dict
             header += " runtime=none"
         else:
             made = plans["bind" if mode == "bind-noxpmem" else mode]
-            before, rank = slurm.runtimes.get(made.runtime).job_lines(made, image_path, command)
+            before, rank = runtimes.get(made.runtime).job_lines(made, image_path, command)
             step = srun + rank
             header += f" runtime={made.runtime}"
         failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode} reason="
