@@ -1,29 +1,36 @@
-"""Build the slice from source at centre A vs install it from A's buildcache at centre B.
+"""Build at centre A from source vs install from A's buildcache at centre B.
 
 Both centres are new Spack instances in a temporary directory (nothing reused but the
-Debian-filled source mirror and the repo index), on this machine, in one run:
-  A: concretize, `spack install` from source (timed), push signed (timed);
-  B: trust A's key, `spack install --cache-only` of A's lockfile (timed).
-Prints the times, the ratio (goal >= 20x) and the sizes. Takes a few minutes (2 cores).
-With --registry the cache is a loopback OCI registry (Debian's docker-registry, HTTPS,
-basic auth): it also prints the bytes pushed, a second push of the unchanged slice, and
-mpi-probe's runnable image (`--base-image`) pulled by ch-image and Apptainer, with sizes.
+offline source mirror, the develop trees and the repo index), on this machine. By default
+the whole local environment (stack + benchmarks + probes), --runs times:
+  A: `spack install -j2` from source (timed), push signed;
+  B: trust A's key, add the cache and fetch its index, `spack install --cache-only -p 2`
+     of A's lockfile (each timed).
+It prints the times per run, then the medians and the ratio build / install (goal >= 30x
+in every run). With --registry the slice of three packages goes through a loopback OCI
+registry (Debian's docker-registry, HTTPS, basic auth): it also prints the bytes pushed, a
+second push of the unchanged slice, and mpi-probe's runnable image (`--base-image`) pulled
+by ch-image and Apptainer, with sizes.
 
-    .venv/bin/python benchmarks/buildcache_speedup.py [--keep DIR] [--registry]
+    .venv/bin/python benchmarks/buildcache_speedup.py [--runs 3] [--keep DIR] [--registry]
 """
 
 import argparse
 import contextlib
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from climstack.build import base_image
+import yaml
+
+from climstack.build import base_image, bench_sources
 from climstack.build import buildcache as bc
+from climstack.build import environments, lock_cache
 from climstack.build import debian_sources as ds
 from climstack.build import oci_cache, signing
 from climstack.build import source_mirror as sm
@@ -49,6 +56,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", help="work here and keep it (default: a temporary dir)")
     parser.add_argument("--registry", action="store_true", help="through an OCI registry")
+    parser.add_argument("--runs", type=int, default=3, help="whole environment: repeats")
     args = parser.parse_args()
     work = Path(args.keep or tempfile.mkdtemp(prefix="climstack-bench-"))
     registry = Registry(work / "registry") if args.registry else None
@@ -56,7 +64,7 @@ def main() -> int:
         with registry or contextlib.nullcontext():
             if registry:
                 os.environ.update(registry.environ())
-            measure(work, registry)
+            measure(work, registry) if registry else whole_environment(work, args.runs)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -110,6 +118,62 @@ def measure(work: Path, registry: Registry | None) -> None:
     print(f"{'source mirror (Debian-filled)':<42} {size(work / 'a' / 'source-mirror'):>8}")
     if registry:
         images(work, registry, env, a)
+
+
+SHARED = ("local-externals", "local-sources", "source-mirror")
+PHASES = ("A: build from source", "B: trust A's key", "B: add cache, fetch index", "B: install")
+
+
+def whole_environment(work: Path, runs: int) -> None:
+    """The local environment built at A and installed from A's cache at B, `runs` times."""
+    local = environments.resolve("local")
+    environments.concretize(local)
+    bench_sources.fill(local, bench_sources.local_mirror())
+    times = {phase: [] for phase in PHASES}
+    for run in range(1, runs + 1):
+        print(f"-- run {run} of {runs}", flush=True)
+        top = work / f"run-{run}"
+        a = Centre(top / "a", shared=SHARED).setup()
+        b_root = top / "b" / "a-longer-install-root-than-centre-a-has" / "opt"
+        b = Centre(top / "b", install_root=b_root, shared=SHARED).setup()
+        env = top / "a" / "local"
+        env.mkdir(parents=True)
+        (env / "spack.yaml").write_text(yaml.safe_dump(environments.absolute_manifest(local)))
+        lock_cache.concretize(env, run=a.run)
+        build, _ = timed(PHASES[0], lambda: a.run("install", "-j2", env=env, timeout=7200))
+        signing.gpg_create("bench A", "bench-a@climstack.invalid", top / "a.pub", run=a.run)
+        url = (top / "cache").as_uri()
+        timed("A: push signed, update index", lambda: bc.push(env, url, run=a.run))
+        b_env = bc.env_from_lock(env / "spack.lock", top / "b" / "env")
+        trust, _ = timed(PHASES[1], lambda: signing.gpg_trust(top / "a.pub", run=b.run))
+
+        def index():
+            bc.mirror_add(url, env=b_env, run=b.run)
+            b.run("buildcache", "list", "--allarch", env=b_env)
+
+        fetch, _ = timed(PHASES[2], index)
+        install, _ = timed(
+            PHASES[3],
+            lambda: bc.install(b_env, url, run=b.run, options=["-p", "2"], added=True),
+        )
+        for phase, seconds in zip(PHASES, (build, trust, fetch, install)):
+            times[phase].append(seconds)
+        print(f"{'  ratio build / install':<42} {build / install:8.1f} x", flush=True)
+        print(f"{'  installed at B':<42} {size(b_root):>8}")
+        shutil.rmtree(top / "a" / "cache" / "installs", ignore_errors=True)
+    print(f"-- medians over {runs} runs (whole local environment)")
+    for phase in PHASES:
+        print(f"{phase:<42} {statistics.median(times[phase]):8.1f} s")
+    ratios = [b / i for b, i in zip(times[PHASES[0]], times[PHASES[3]])]
+    print(
+        f"{'ratio build / install, median [min-max]':<42} {statistics.median(ratios):8.1f} x"
+        f" [{min(ratios):.1f}-{max(ratios):.1f}]   (goal >= 30 x in every run)"
+    )
+    b_total = [sum(times[p][i] for p in PHASES[1:]) for i in range(runs)]
+    print(
+        f"{'ratio build / all of B (trust+index+install)':<42} "
+        f"{statistics.median(times[PHASES[0]]) / statistics.median(b_total):8.1f} x"
+    )
 
 
 def images(work: Path, registry: Registry, env: Path, a: Centre) -> None:

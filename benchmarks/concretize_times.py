@@ -1,34 +1,74 @@
-"""Print wall times: fresh offline concretization of every environment, and warm setup.
+"""Print wall times, medians over --repeats runs: warm set-up, and per environment a cold
+concretization (`climstack concretize --no-reuse`: Spack solves --fresh) and a warm one
+(unchanged inputs: the lockfile is reused, climstack.build.lock_cache).
 
-Goals (issue 2): <= 60 s per environment on a 2-core machine, <= 10 s for bin/setup with a
-warm cache. Run with `make bench` or `.venv/bin/python benchmarks/concretize_times.py`.
+Goals (issue 16): <= 45 s cold and <= 5 s warm per environment; <= 10 s for bin/setup
+with a warm cache. --compare also solves each environment without stack.yaml's
+concretizer:static_analysis and says whether the DAG hashes are the same.
+
+    .venv/bin/python benchmarks/concretize_times.py [--repeats 3] [--compare]
 """
 
+import argparse
+import json
 import os
+import statistics
 import subprocess
+import tempfile
 import time
+from pathlib import Path
+
+import yaml
 
 from climstack import pins
-from climstack.build import environments
+from climstack.build import environments, lock_cache
 
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
 
 
+def median_of(repeats: int, action) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.monotonic()
+        action()
+        times.append(time.monotonic() - start)
+    return statistics.median(times)
+
+
+def dag_hashes(env_dir: Path) -> set[str]:
+    return set(json.loads((env_dir / "spack.lock").read_text())["concrete_specs"])
+
+
+def same_without_static_analysis(env_dir: Path) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp)
+        manifest = environments.absolute_manifest(env_dir)
+        manifest["spack"]["concretizer"] = {"static_analysis": False}
+        (copy / "spack.yaml").write_text(yaml.safe_dump(manifest))
+        lock_cache.concretize(copy, reuse=False)
+        return dag_hashes(copy) == dag_hashes(env_dir)
+
+
 def main() -> None:
-    start = time.monotonic()
-    subprocess.run(
-        [str(pins.PROJECT_ROOT / "bin" / "setup")],
-        check=True,
-        env={**os.environ, "CLIMSTACK_NO_APT": "1"},
-        capture_output=True,
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--compare", action="store_true")
+    args = parser.parse_args()
+    setup = [str(pins.PROJECT_ROOT / "bin" / "setup")]
+    environ = {**os.environ, "CLIMSTACK_NO_APT": "1"}
+    seconds = median_of(
+        args.repeats, lambda: subprocess.run(setup, check=True, env=environ, capture_output=True)
     )
-    print(f"setup (warm cache): {time.monotonic() - start:.1f} s  (goal <= 10 s)")
+    print(f"setup (warm cache): {seconds:.1f} s  (goal <= 10 s)")
+    print(f"{'environment':<20} {'cold':>8} {'warm':>8}   goals: cold <= 45 s, warm <= 5 s")
     for name, env_dir in environments.find_environments().items():
-        print(
-            f"concretize --fresh {name}: {environments.concretize(env_dir):.1f} s  "
-            "(goal <= 60 s)",
-            flush=True,
-        )
+        cold = median_of(args.repeats, lambda: environments.concretize(env_dir, reuse=False))
+        warm = median_of(args.repeats, lambda: environments.concretize(env_dir))
+        same = ""
+        if args.compare:
+            same = "  same DAGs without static_analysis: "
+            same += "yes" if same_without_static_analysis(env_dir) else "NO"
+        print(f"{name:<20} {cold:7.1f}s {warm:7.1f}s{same}", flush=True)
 
 
 if __name__ == "__main__":

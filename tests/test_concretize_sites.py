@@ -1,8 +1,10 @@
 """Every environment concretizes --fresh, offline, the same on any host (real Spack)."""
 
 import pytest
+import yaml
 from conftest import lock_nodes, roots
 
+from climstack.build import environments, lock_cache
 from climstack.config.drift import cray_sites
 
 #: site -> (target of its compute nodes' CPU, OS of the Cray PE externals), from the
@@ -92,3 +94,17 @@ def test_local_site_uses_debian_packages(concretized):
     assert hdf5["external"]["path"].endswith("hdf5/mpich")
     assert "openmpi" not in nodes
     assert BENCHMARKS <= {r["name"] for r in roots(lock)}
+
+
+def test_the_solver_options_that_save_time_keep_archer2s_dags(concretized, tmp_path):
+    """stack.yaml's concretizer:static_analysis only prunes the problem: ARCHER2's DAG
+    hashes are those of a solve without it (the same held for every environment when it
+    was adopted: benchmarks/concretize_times.py --compare)."""
+    env = tmp_path / "archer2"
+    env.mkdir()
+    manifest = environments.absolute_manifest(environments.resolve("archer2"))
+    manifest["spack"]["concretizer"] = {"static_analysis": False}
+    (env / "spack.yaml").write_text(yaml.safe_dump(manifest))
+    lock_cache.concretize(env)
+    without = yaml.safe_load((env / "spack.lock").read_text())
+    assert set(without["concrete_specs"]) == set(concretized("archer2")["concrete_specs"])

@@ -9,8 +9,7 @@ from conftest import PROJECT_ROOT
 from spython.main.parse.parsers import SingularityParser
 
 from climstack import pins
-from climstack.build import build_args, containers, environments, image, mpich_base
-from climstack.config import spack
+from climstack.build import build_args, containers, environments, image, lock_cache, mpich_base
 from climstack.config.drift import cray_sites
 from climstack.errors import ClimstackError
 
@@ -86,7 +85,7 @@ def embedded(tmp_path_factory):
                 link = root / os.path.relpath(target, "/opt/climstack")
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(PROJECT_ROOT / source)
-            spack.run("concretize", "--fresh", env=env)
+            lock_cache.concretize(env)
             done[name] = json.loads((env / "spack.lock").read_text())
         return done[name]
 
@@ -162,7 +161,7 @@ def _container_env(tmp_path, packages: str) -> object:
     labels: {{org.climstack.target-site: archer2}}
 """
     )
-    spack.run("concretize", "--fresh", env=tmp_path)
+    lock_cache.concretize(tmp_path)
     return tmp_path
 
 

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from climstack.build import debian_sources as ds
+from climstack.build import lock_cache
 from climstack.build import source_mirror as sm
-from climstack.config import spack
 from climstack.errors import ClimstackError
 
 PACKAGE, VERSION = "climstack-fake", "1.0-1"
@@ -58,7 +58,7 @@ def recipe(tmp_path_factory):
     env.mkdir()
     manifest = {"repos": {"fake": str(home / "repo")}, "specs": [PACKAGE], "view": False}
     (env / "spack.yaml").write_text(yaml.safe_dump({"spack": manifest}))
-    spack.run("concretize", env=env)
+    lock_cache.concretize(env)
     return env, tarball, sha256
 
 

@@ -170,12 +170,16 @@ def env_from_lock(lock: Path, env_dir: Path) -> Path:
     return env_dir
 
 
-def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> str:
+def install(
+    env_dir: Path, url: str, unsigned: bool = False, run=spack.run, options=(), added=False
+) -> str:
     """Install an environment's concrete specs from the buildcache only (no source builds).
-    Spack runs with -d: only its debug output says why a binary was refused."""
+    Spack runs with -d: only its debug output says why a binary was refused. options: more
+    `spack install` options (-p N); added: the mirror is already in the environment."""
     check_reachable(url)
-    mirror_add(url, unsigned=unsigned, env=env_dir, run=run)
-    args = ["-d", *signing.GPG, "install", "--cache-only"]
+    if not added:
+        mirror_add(url, unsigned=unsigned, env=env_dir, run=run)
+    args = ["-d", *signing.GPG, "install", "--cache-only", *options]
     proc = run(*args, *(["--no-check-signature"] if unsigned else []), env=env_dir, check=False)
     if proc.returncode != 0:
         raise install_error(url, proc.stderr + proc.stdout)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from climstack.common import progress
+from climstack.build import lock_cache
 from climstack.config import inputs, spack
 from climstack.config.sites import SITES_DIR, known_sites
 from climstack.errors import ClimstackError
@@ -144,15 +144,12 @@ def check_scope_files(env_dir: Path) -> list[Path]:
     return files
 
 
-SECTIONS = "concretizer config definitions include mirrors modules packages repos".split()
-
-
-def check(env_dir: Path) -> str:
-    """Check the environment's site exists and let Spack validate every scope it loads."""
+def solver_inputs(env_dir: Path) -> str:
+    """Check the environment's site exists and let Spack validate every scope it loads;
+    returns what its concretization depends on, as Spack reports it (JSON)."""
     site = site_of(env_dir)
     check_scope_files(env_dir)
-    probe = f"[__import__('spack.config').config.get(s) for s in {SECTIONS!r}]"
-    proc = spack.run("python", "-c", probe, env=env_dir, check=False)
+    proc = lock_cache.report(env_dir, check=False)
     if proc.returncode != 0:
         detail = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[-800:]
         raise ClimstackError(
@@ -160,16 +157,22 @@ def check(env_dir: Path) -> str:
             fix="correct the key named above in that file (Spack's config schema decides "
             "what is allowed: `spack config get <section>` shows the merged result)",
         )
-    return site
+    return proc.stdout
 
 
-def concretize(env_dir: Path) -> float:
-    """Fresh, offline concretization of an environment; returns the wall time in seconds."""
-    check(env_dir)
-    with progress.step(f"concretizing {label(env_dir)} --fresh"):
-        start = time.monotonic()
-        spack.run("concretize", "--fresh", "--force", env=env_dir)
-        return time.monotonic() - start
+def check(env_dir: Path) -> str:
+    """The environment's site, once its scopes are checked (solver_inputs)."""
+    solver_inputs(env_dir)
+    return site_of(env_dir)
+
+
+def concretize(env_dir: Path, reuse: bool = True) -> float:
+    """Fresh, offline concretization of an environment; returns the wall time in seconds.
+    The lockfile of an earlier concretization with the same inputs is reused
+    (climstack.build.lock_cache) unless `reuse` is False."""
+    start = time.monotonic()
+    lock_cache.concretize(env_dir, reuse=reuse, reported=solver_inputs(env_dir))
+    return time.monotonic() - start
 
 
 def definition(name: str) -> list[str]:
@@ -180,12 +183,18 @@ def definition(name: str) -> list[str]:
     raise ClimstackError(f"{STACK} defines no `{name}`", fix="restore it from git")
 
 
-def create_named(name: str, env_dir: Path) -> None:
-    """`spack env create NAME` from a project environment, its includes made absolute
-    (Spack 1.1 copies the manifest verbatim, so relative includes would break)."""
+def absolute_manifest(env_dir: Path) -> dict:
+    """The environment's manifest with its includes made absolute, to be written elsewhere."""
     site_of(env_dir)
     data = manifest(env_dir)
     data["spack"]["include"] = [str((env_dir / entry).resolve()) for entry in includes(env_dir)]
+    return data
+
+
+def create_named(name: str, env_dir: Path) -> None:
+    """`spack env create NAME` from a project environment, its includes made absolute
+    (Spack 1.1 copies the manifest verbatim, so relative includes would break)."""
+    data = absolute_manifest(env_dir)
     with tempfile.TemporaryDirectory() as tmp:
         absolute = Path(tmp) / "spack.yaml"
         absolute.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -199,7 +208,8 @@ def register(commands) -> None:
 
     def run_concretize(args):
         for name in args.environments or find_environments():
-            print(f"{name}: concretized --fresh in {concretize(resolve(name)):.1f} s")
+            seconds = concretize(resolve(name), reuse=not args.no_reuse)
+            print(f"{name}: concretized --fresh in {seconds:.1f} s")
 
     def run_named(args):
         create_named(args.name, resolve(args.environment or args.name))
@@ -220,4 +230,10 @@ def register(commands) -> None:
     ):
         sub = commands.add_parser(command, help=text)
         sub.add_argument("environments", nargs="*", help="names or directories (default: all)")
+        if command == "concretize":
+            sub.add_argument(
+                "--no-reuse",
+                action="store_true",
+                help="solve even when an earlier concretization had the same inputs",
+            )
         sub.set_defaults(run=run)

@@ -35,3 +35,8 @@ def step(what: str, heartbeat: float = HEARTBEAT_S):
         done.set()
         ticker.join()
     print(f"==> {what}: done in {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+def note(what: str) -> None:
+    """A one-line ==> message for a step that needed no work."""
+    print(f"==> {what}", file=sys.stderr, flush=True)

@@ -25,6 +25,14 @@ def digest(*inputs: str | bytes | Path, length: int = 16) -> str:
     return hasher.hexdigest()[:length]
 
 
+def tree(root: Path, length: int = 16) -> str:
+    """sha256 of a directory's files by their names below it: the same content anywhere."""
+    files = sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    return digest(
+        *(f"{f.relative_to(root)}\0".encode() + f.read_bytes() for f in files), length=length
+    )
+
+
 def current(stamp_file: Path, value: str) -> bool:
     """Whether `stamp_file` records `value` (the cached result beside it is up to date)."""
     return stamp_file.is_file() and stamp_file.read_text().strip() == value

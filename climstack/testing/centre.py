@@ -11,11 +11,11 @@ import yaml
 
 from climstack.build import buildcache as bc
 from climstack.build import debian_sources as ds
-from climstack.build import environments, signing
+from climstack.build import environments, lock_cache, signing
 from climstack.build import source_mirror as sm
 from climstack.common import stamp
 from climstack.config import spack
-from climstack.pins import PROJECT_ROOT, cache_dir, local_externals, spack_user_cache
+from climstack.pins import PROJECT_ROOT, cache_dir, spack_user_cache
 
 #: the probes plus netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for
 #: byte; 4.9.0's is too, but its recipe also applies a patch downloaded from GitHub, which
@@ -34,6 +34,9 @@ class Centre:
 
     home: Path
     install_root: Path | None = None
+    #: what site/local finds beside $user_cache_path, linked to this machine's: the host's
+    #: build tools, and for the whole local environment its develop trees and source mirror
+    shared: tuple[str, ...] = ("local-externals",)
 
     def environ(self) -> dict:
         env = {k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"}
@@ -48,10 +51,10 @@ class Centre:
     def setup(self) -> "Centre":
         (self.home / "config").mkdir(parents=True, exist_ok=True)
         (self.home / "system").mkdir(exist_ok=True)
-        # site/local finds the host's build tools at $user_cache_path/../local-externals
-        externals = self.home / "local-externals"
-        if not externals.exists() and local_externals().is_dir():
-            externals.symlink_to(local_externals())
+        for name in self.shared:
+            link, target = self.home / name, cache_dir() / name
+            if not link.exists() and target.is_dir():
+                link.symlink_to(target)
         config = {
             "source_cache": str(self.home / "cache" / "source"),
             # the repo index derives from the pinned repos only: share it (saves ~100 s)
@@ -70,9 +73,9 @@ class Centre:
 
 
 def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
-    """A slice of the local environment (same stack and site scope), concretized; the
-    concretization is kept while its inputs (manifest, stack, site/local, our repo) are
-    unchanged. The host's zlib is an external: Debian repacks zlib's tarball."""
+    """A slice of the local environment (same stack and site scope), concretized (reused
+    while its inputs are unchanged: climstack.build.lock_cache). The host's zlib is an
+    external: Debian repacks zlib's tarball."""
     env_dir.mkdir(parents=True, exist_ok=True)
     manifest = {
         "spack": {
@@ -81,18 +84,13 @@ def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
             "view": False,
         }
     }
-    inputs = stamp.digest(
-        yaml.safe_dump(manifest),
-        environments.STACK,
-        PROJECT_ROOT / "site" / "local",
-        PROJECT_ROOT / "repo",
-    )
-    if (env_dir / "spack.lock").is_file() and stamp.current(env_dir / ".inputs", inputs):
-        return env_dir
-    (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False))
-    run("external", "find", "--not-buildable", "zlib", env=env_dir)
-    run("concretize", "--fresh", "--force", env=env_dir)
-    (env_dir / ".inputs").write_text(inputs)
+    text = yaml.safe_dump(manifest, sort_keys=False)
+    written = env_dir / ".manifest"  # what spack.yaml was made from (external find adds zlib)
+    if not stamp.current(written, text.strip()):
+        (env_dir / "spack.yaml").write_text(text)
+        run("external", "find", "--not-buildable", "zlib", env=env_dir)
+        written.write_text(text)
+    lock_cache.concretize(env_dir, run=run)
     return env_dir
 
 

@@ -1,0 +1,58 @@
+"""Print the wall times of the README's two commands, `make local` and `make test`, with
+their goals (issue 16): make local warm <= 2 min; make test <= 10 min fresh, <= 4 min warm.
+
+Warm is this machine's cache as it is (run it twice for a warm figure after a change).
+With --fresh-cache DIR (an empty directory) both commands first run once on a new cache
+there (CLIMSTACK_CACHE=DIR: Spack cloned, everything built), as on a new machine; the
+clone URLs must be reachable (CLIMSTACK_SPACK_GIT, ... as for bin/setup).
+
+    .venv/bin/python benchmarks/workflow_times.py [--fresh-cache DIR] [--only local|test]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from climstack.pins import PROJECT_ROOT
+
+GOALS = {
+    ("local", "fresh"): "printed, no goal",
+    ("local", "warm"): "goal <= 2 min",
+    ("test", "fresh"): "goal <= 10 min",
+    ("test", "warm"): "goal <= 4 min",
+}
+
+
+def timed_make(target: str, environ: dict) -> float:
+    start = time.monotonic()
+    proc = subprocess.run(["make", target], cwd=PROJECT_ROOT, env=environ, capture_output=True)
+    seconds = time.monotonic() - start
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout.decode()[-3000:] + proc.stderr.decode()[-3000:])
+        raise SystemExit(f"make {target} failed after {seconds:.0f} s")
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fresh-cache", help="an empty directory for a new-machine run first")
+    parser.add_argument("--only", choices=("local", "test"))
+    args = parser.parse_args()
+    targets = [args.only] if args.only else ["local", "test"]
+    runs = [("warm", dict(os.environ))]
+    if args.fresh_cache:
+        runs.insert(0, ("fresh", {**os.environ, "CLIMSTACK_CACHE": args.fresh_cache}))
+        runs[1] = ("warm", runs[0][1])
+    for kind, environ in runs:
+        for target in targets:
+            print(f"make {target} ({kind}) ...", flush=True)
+            seconds = timed_make(target, environ)
+            minutes, rest = divmod(seconds, 60)
+            goal = GOALS[target, kind]
+            print(f"make {target} ({kind}): {int(minutes)} m {rest:04.1f} s  ({goal})", flush=True)
+
+
+if __name__ == "__main__":
+    main()

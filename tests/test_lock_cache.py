@@ -1,0 +1,85 @@
+"""A concretization is reused exactly while its inputs are unchanged, and solved afresh when
+a recipe, a scope or an environment variable its definitions read changes."""
+
+import json
+import shutil
+
+import pytest
+import yaml
+from conftest import PROJECT_ROOT
+
+from climstack.build import lock_cache
+
+#: a small environment on ARCHER2's site scope, with a copy of our repository
+MANIFEST = {
+    "spack": {
+        "include": [str(PROJECT_ROOT / "site" / "archer2")],
+        "definitions": [
+            {"probe": ["xpmem-stub"], "when": 'env.get("CLIMSTACK_TEST_SLICE") != "none"'},
+            {"probe": [], "when": 'env.get("CLIMSTACK_TEST_SLICE") == "none"'},
+        ],
+        "specs": [{"matrix": [["$probe"], ["$site_arch"]]}, "mpi-probe"],
+        "view": False,
+    }
+}
+
+
+@pytest.fixture
+def env(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(PROJECT_ROOT / "repo", repo, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = {"spack": {**MANIFEST["spack"], "repos": {"climstack": str(repo)}}}
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "spack.yaml").write_text(yaml.safe_dump(manifest))
+    return tmp_path / "env"
+
+
+def key(env) -> str:
+    return lock_cache.key(lock_cache.report(env).stdout)
+
+
+def dag_hashes(env) -> set[str]:
+    return set(json.loads((env / "spack.lock").read_text())["concrete_specs"])
+
+
+def test_the_same_inputs_reuse_the_lockfile_spack_wrote(env, tmp_path):
+    lock_cache.concretize(env, reuse=False)
+    solved = (env / "spack.lock").read_bytes()
+    (env / "spack.lock").unlink()
+    assert lock_cache.concretize(env) is True
+    assert (env / "spack.lock").read_bytes() == solved
+    # another directory, the same content: the same key (the tests' copies share it)
+    other = tmp_path / "elsewhere"
+    shutil.copytree(env.parent, other, symlinks=True)
+    data = yaml.safe_load((other / "env" / "spack.yaml").read_text())
+    data["spack"]["repos"]["climstack"] = str(other / "repo")
+    (other / "env" / "spack.yaml").write_text(yaml.safe_dump(data))
+    assert key(other / "env") == key(env)
+
+
+def test_a_changed_recipe_is_solved_again_with_its_new_hash(env):
+    lock_cache.concretize(env)
+    before, hashes = key(env), dag_hashes(env)
+    recipe = env.parent / "repo" / "packages" / "xpmem-stub" / "package.py"
+    # a change in the install logic changes the package hash, hence the DAG hash
+    recipe.write_text(
+        recipe.read_text().replace(
+            "    def install(self, spec, prefix):\n",
+            "    def install(self, spec, prefix):\n        mkdirp(prefix.share)\n",
+        )
+    )
+    assert key(env) != before
+    lock_cache.concretize(env)
+    assert dag_hashes(env) != hashes  # what Spack's own cache got wrong (spack#51553)
+
+
+def test_a_changed_scope_or_definition_changes_the_key(env, monkeypatch):
+    before = key(env)
+    monkeypatch.setenv("CLIMSTACK_TEST_SLICE", "none")  # the `when:` of a definition
+    assert key(env) != before
+    monkeypatch.delenv("CLIMSTACK_TEST_SLICE")
+    assert key(env) == before
+    data = yaml.safe_load((env / "spack.yaml").read_text())
+    data["spack"]["packages"] = {"mpi-probe": {"version": ["1.0"]}}
+    (env / "spack.yaml").write_text(yaml.safe_dump(data))
+    assert key(env) != before
