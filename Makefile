@@ -32,3 +32,4 @@ bench: setup
 	.venv/bin/python benchmarks/plugin_parity.py
 	.venv/bin/python benchmarks/buildcache_speedup.py
 	.venv/bin/python benchmarks/buildcache_speedup.py --registry
+	.venv/bin/python benchmarks/workflow_times.py
