@@ -55,9 +55,7 @@ def key(reported: str) -> str:
         pins.SPACK_PACKAGES.commit if root == builtin else stamp.tree(Path(root))
         for _, root in sorted(inputs.pop("repos").items())
     ]
-    return stamp.digest(
-        json.dumps(inputs, sort_keys=True), pins.SPACK.commit, *repos, length=32
-    )
+    return stamp.digest(json.dumps(inputs, sort_keys=True), pins.SPACK.commit, *repos, length=32)
 
 
 def restore(digest: str, env_dir: Path) -> bool:
