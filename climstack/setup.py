@@ -83,7 +83,7 @@ def ensure_clone(pin: pins.GitPin) -> Path:
                 "--depth",
                 "1",
                 "--branch",
-                pin.tag,
+                pin.clone_ref,
                 _clone_url(pin.url),
                 work,
                 timeout=CLONE_TIMEOUT_S,
@@ -91,10 +91,10 @@ def ensure_clone(pin: pins.GitPin) -> Path:
             )
         except ClimstackError as err:
             raise ClimstackError(
-                f"cannot clone {pin.name} {pin.tag} from {pin.url} (set by {pin.url_variable} "
-                f"or the default): {err.message.strip().splitlines()[-1]}",
+                f"cannot clone {pin.name} {pin.clone_ref} from {pin.url} (set by "
+                f"{pin.url_variable} or the default): {err.message.strip().splitlines()[-1]}",
                 fix=f"check network access, or set {pin.url_variable} to a reachable git "
-                f"mirror or local path that carries tag {pin.tag}",
+                f"mirror or local path that carries {pin.clone_ref} ({pin.commit})",
             ) from err
         _check_clone(pin, work)
 
@@ -174,7 +174,7 @@ def find_local_externals() -> None:
         (work / ".inputs").write_text(inputs)
 
     with progress.step("detecting this host's compilers and build tools (once)"):
-        atomic.directory(scope, fill, replace=True)
+        atomic.directory(scope, fill, current=lambda: stamp.current(scope / ".inputs", inputs))
 
 
 def main() -> int:

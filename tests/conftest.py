@@ -81,6 +81,8 @@ def tree(root) -> set[str]:
 
 
 GIT_STATUS = pytest.StashKey[str]()
+DAEMONS = pytest.StashKey[set]()
+GPG_AGENTS = pytest.StashKey[set]()
 
 
 def git_status() -> str:
@@ -89,15 +91,38 @@ def git_status() -> str:
     ).stdout
 
 
+def controls(config) -> bool:
+    """Whether this process runs the session: the only one, or pytest-xdist's controller
+    (whose workers run the tests, their temporary directories below its own)."""
+    return not hasattr(config, "workerinput")
+
+
 def pytest_sessionstart(session):
-    session.config.stash[GIT_STATUS] = git_status()
+    config = session.config
+    config.stash[GIT_STATUS] = git_status()
+    if controls(config):
+        config.stash[DAEMONS] = daemons(*daemon_marks(config))
+        config.stash[GPG_AGENTS] = _gpg_agent_homes()
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """No test (and no command a test runs) may change the checkout."""
-    before, after = session.config.stash.get(GIT_STATUS, ""), git_status()
+    """Once every test is done: no test (and no command a test runs) changed the checkout,
+    the gpg-agents `spack gpg` started for the tests' keyrings are stopped, and no daemon
+    the tests started still runs."""
+    config = session.config
+    if not controls(config):
+        return
+    problems = []
+    before, after = config.stash.get(GIT_STATUS, ""), git_status()
     if after != before:
-        print(f"\nthe checkout changed during the tests:\n{after}")
+        problems.append(f"the checkout changed during the tests:\n{after}")
+    if not stop_gpg_agents(config.stash[GPG_AGENTS]):
+        problems.append("a gpg-agent the tests started is still running")
+    left = daemons(*daemon_marks(config)) - config.stash[DAEMONS]
+    if left:
+        problems.append("daemons the tests started still run:\n" + "\n".join(sorted(left)))
+    if problems:
+        print("\n" + "\n".join(problems))
         session.exitstatus = 1
 
 
@@ -110,6 +135,12 @@ def git_status_at_start(request) -> str:
 DAEMON_NAMES = ("munged", "slurmctld", "slurmd", "slurmstepd", "gpg-agent", "docker-registry")
 
 
+def daemon_marks(config) -> tuple[str, str]:
+    """Where the state of the tests' daemons lives: the session's temporary directories
+    (the workers' are inside the controller's) and the user cache."""
+    return str(config._tmp_path_factory.getbasetemp()), str(cache_dir())
+
+
 def daemons(*marks: str) -> set[str]:
     """'pid command line' of the running DAEMON_NAMES whose command line names a mark."""
     out = subprocess.run(["ps", "-eo", "pid=,comm=,args="], capture_output=True, text=True)
@@ -120,29 +151,15 @@ def daemons(*marks: str) -> set[str]:
     }
 
 
-@pytest.fixture(scope="session", autouse=True)
-def no_daemons_left(tmp_path_factory):
-    """At the end, no daemon of this session runs: those that state live in its temporary
-    directories or in the user cache (Slurm's munged, slurmctld, slurmd; gpg-agents)."""
-    marks = (str(tmp_path_factory.getbasetemp()), str(cache_dir()))
-    before = daemons(*marks)
-    yield
-    left = daemons(*marks) - before
-    assert not left, "daemons the tests started still run:\n" + "\n".join(sorted(left))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def stop_gpg_agents(no_daemons_left):
-    """`spack gpg` starts a gpg-agent per keyring the tests create: stop those at the end
-    (before no_daemons_left looks)."""
-    before = _gpg_agent_homes()
-    yield
+def stop_gpg_agents(before: set[str]) -> bool:
+    """Stop the gpg-agents started since (one per keyring the tests created); whether they
+    all exited."""
     for home in _gpg_agent_homes() - before:
         subprocess.run(["gpgconf", "--homedir", home, "--kill", "gpg-agent"], check=False)
     deadline = time.monotonic() + 30  # the agent exits asynchronously after --kill
     while _gpg_agent_homes() - before and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not _gpg_agent_homes() - before, "a gpg-agent the tests started is still running"
+    return not _gpg_agent_homes() - before
 
 
 def _gpg_agent_homes() -> set[str]:

@@ -26,7 +26,7 @@ def test_build_arguments_default_to_upstream_in_every_stage():
     rendered = build_args.render(text, {})
     assert "{{" not in rendered
     assert rendered.count("Bootstrap: docker\nFrom: debian:12\n") == 2
-    assert "--branch v1.1.0 https://github.com/spack/spack.git" in rendered
+    assert f"--branch {pins.SPACK.clone_ref} https://github.com/spack/spack.git" in rendered
     local = build_args.render(text, {"base": "/images/base.sif", "bootstrap": "localimage"})
     assert local.count("Bootstrap: localimage\nFrom: /images/base.sif\n") == 2
 

@@ -1,8 +1,10 @@
 """Every environment concretizes --fresh, offline, the same on any host (real Spack)."""
 
+import json
+
 import pytest
 import yaml
-from conftest import lock_nodes, roots
+from conftest import PROJECT_ROOT, lock_nodes, roots, run_spack
 
 from climstack.build import environments, lock_cache
 from climstack.config.drift import cray_sites
@@ -108,3 +110,17 @@ def test_the_solver_options_that_save_time_keep_archer2s_dags(concretized, tmp_p
     lock_cache.concretize(env)
     without = yaml.safe_load((env / "spack.lock").read_text())
     assert set(without["concrete_specs"]) == set(concretized("archer2")["concrete_specs"])
+
+
+def test_every_lockfile_records_the_hashes_of_its_own_nodes(concretized):
+    """The DAG hashes a lockfile records are those Spack derives from the nodes it records,
+    so a lockfile (and a buildcache keyed by it) means the same to every Spack. Spack v1.1.0
+    broke this for 43 of container-archer2's 45 nodes (it hashed externals before naming
+    their namespace, spack/spack#51708); v1.1.1, pinned since, solves the same DAGs."""
+    locks = []
+    for name, env_dir in environments.find_environments().items():
+        concretized(name)
+        locks.append(str(env_dir / "spack.lock"))
+    script = PROJECT_ROOT / "climstack" / "testing" / "lock_hashes.py"
+    found = json.loads(run_spack("python", str(script), *locks).stdout)
+    assert found == {lock: [] for lock in locks}

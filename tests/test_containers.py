@@ -39,7 +39,7 @@ def test_recipe_parses_into_build_and_final_stages(name, tmp_path):
     assert "site/container /opt/climstack/site/container" in build.files
     post = "\n".join(build.install)
     # Spack, spack-packages and clingo pinned exactly as bin/setup pins them
-    assert f"--branch {pins.SPACK.tag} https://github.com/spack/spack.git" in post
+    assert f"--branch {pins.SPACK.clone_ref} https://github.com/spack/spack.git" in post
     assert pins.SPACK.commit in post
     assert (
         f"--branch {pins.SPACK_PACKAGES.tag} https://github.com/spack/spack-packages.git" in post
@@ -110,6 +110,8 @@ def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
     base = mpich_base.base_of(cray_mpich)[0]
     assert labels["org.climstack.mpich-base"].startswith(f"ANL MPICH {base} "), labels
     assert labels["org.climstack.mpich-base"].endswith(f"image MPICH {mpich['version']}")
+    assert labels["org.climstack.spack"] == pins.SPACK.tag
+    assert labels["org.climstack.spack-ref"] == pins.SPACK.clone_ref
     assert labels["org.climstack.spack-commit"] == pins.SPACK.commit
     assert labels["org.climstack.spack-packages"] == pins.SPACK_PACKAGES.tag
     clingo = (PROJECT_ROOT / "requirements.txt").read_text().split("clingo==")[1].split()[0]

@@ -3,6 +3,7 @@ a recipe, a scope or an environment variable its definitions read changes."""
 
 import json
 import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -83,3 +84,32 @@ def test_a_changed_scope_or_definition_changes_the_key(env, monkeypatch):
     data["spack"]["packages"] = {"mpi-probe": {"version": ["1.0"]}}
     (env / "spack.yaml").write_text(yaml.safe_dump(data))
     assert key(env) != before
+
+
+def test_climstack_concretize_solves_environments_side_by_side(env, tmp_path):
+    """`climstack concretize -j 2 A B` runs both solves at once (the second starts before
+    the first is done) and each gets the lockfile it would get alone."""
+    other = tmp_path / "other"
+    shutil.copytree(env, other)
+    proc = subprocess.run(
+        [str(PROJECT_ROOT / "bin" / "climstack"), "concretize", "--no-reuse", "-j", "2"]
+        + [str(env), str(other)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    steps = [line for line in proc.stderr.splitlines() if line.startswith("==> concretizing")]
+    began = [line.endswith("--fresh ...") for line in steps]
+    assert began == [True, True, False, False], proc.stderr  # both began, then both ended
+    assert proc.stdout.count("concretized --fresh in") == 2
+    assert dag_hashes(env) == dag_hashes(other)
+
+
+def test_climstack_concretize_refuses_a_negative_job_count(env):
+    proc = subprocess.run(
+        [str(PROJECT_ROOT / "bin" / "climstack"), "concretize", "-j", "-1", str(env)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "--jobs -1" in proc.stderr and "fix:" in proc.stderr
+    assert not (env / "spack.lock").exists()

@@ -5,8 +5,10 @@ An environment is a directory with a spack.yaml under environments/ (one per sit
 containers/ (one per container target). It picks its site by including ../../site/<name>.
 """
 
+import os
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 import yaml
@@ -175,6 +177,25 @@ def concretize(env_dir: Path, reuse: bool = True) -> float:
     return time.monotonic() - start
 
 
+def concretize_all(names: list[str], reuse: bool = True, jobs: int = 0):
+    """Concretize environments side by side, `jobs` at a time (default: one per CPU; each
+    Spack solve uses one core); yields (name, seconds) as each finishes. An environment
+    that fails does not stop the others; the first failure is raised once all are done."""
+    if jobs < 0:
+        raise ClimstackError(f"--jobs {jobs}: expected 0 (one per CPU) or more", fix="-j 2")
+    dirs = {name: resolve(name) for name in names}  # unknown names refused before any solve
+    failed = []
+    with ThreadPoolExecutor(max_workers=jobs or min(len(dirs), os.cpu_count() or 1)) as pool:
+        futures = {pool.submit(concretize, env_dir, reuse): name for name, env_dir in dirs.items()}
+        for future in as_completed(futures):
+            try:
+                yield futures[future], future.result()
+            except ClimstackError as err:
+                failed.append(err)
+    if failed:
+        raise failed[0]
+
+
 def definition(name: str) -> list[str]:
     """The specs of a `definitions:` entry of environments/stack.yaml (e.g. probes)."""
     for entry in (inputs.parse_yaml(STACK, "restore it from git") or {}).get("definitions", []):
@@ -207,9 +228,9 @@ def register(commands) -> None:
             print(f"{name}: ok (site {check(resolve(name))})")
 
     def run_concretize(args):
-        for name in args.environments or find_environments():
-            seconds = concretize(resolve(name), reuse=not args.no_reuse)
-            print(f"{name}: concretized --fresh in {seconds:.1f} s")
+        names = args.environments or list(find_environments())
+        for name, seconds in concretize_all(names, not args.no_reuse, args.jobs):
+            print(f"{name}: concretized --fresh in {seconds:.1f} s", flush=True)
 
     def run_named(args):
         create_named(args.name, resolve(args.environment or args.name))
@@ -235,5 +256,12 @@ def register(commands) -> None:
                 "--no-reuse",
                 action="store_true",
                 help="solve even when an earlier concretization had the same inputs",
+            )
+            sub.add_argument(
+                "-j",
+                "--jobs",
+                type=int,
+                default=0,
+                help="environments solved at once (default: one per CPU)",
             )
         sub.set_defaults(run=run)

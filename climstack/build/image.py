@@ -221,7 +221,9 @@ def build(name: str, destination: Path, force: bool = False) -> Path:
         (work / STAGE_OUTPUTS[1].lstrip("/")).write_text(modifications)
         (work / stamp_file.relative_to(destination)).write_text(stamp_value)
 
-    return atomic.directory(destination, fill, replace=True)
+    return atomic.directory(
+        destination, fill, current=lambda: not force and stamp.current(stamp_file, stamp_value)
+    )
 
 
 def default_destination(name: str) -> Path:

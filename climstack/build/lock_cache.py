@@ -34,12 +34,13 @@ def concretize(env_dir: Path, run=spack.run, reuse: bool = True, reported: str =
     """`spack concretize --fresh --force`, or the lockfile of an earlier concretization with
     the same key; returns whether it was reused. `reported`: report()'s output, if known."""
     digest = key(reported or report(env_dir, run).stdout)
-    if reuse and restore(digest, env_dir):
-        progress.note(f"{env_dir}: inputs unchanged, concretization reused ({digest[:12]})")
-        return True
-    with progress.step(f"concretizing {env_dir} --fresh"):
-        run("concretize", "--fresh", "--force", env=env_dir)
-    save(digest, env_dir)
+    with atomic.locked(cache() / f"{digest}.lock"):  # the same inputs are solved once
+        if reuse and restore(digest, env_dir):
+            progress.note(f"{env_dir}: inputs unchanged, concretization reused ({digest[:12]})")
+            return True
+        with progress.step(f"concretizing {env_dir} --fresh"):
+            run("concretize", "--fresh", "--force", env=env_dir)
+        save(digest, env_dir)
     return False
 
 

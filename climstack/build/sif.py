@@ -70,26 +70,27 @@ def build(name: str, destination: Path, image_dir: Path | None = None) -> Path:
             fix=f"climstack image {name} {image_dir}",
         )
     value = stamp.digest(recipe_text, image_stamp, length=64)
-    stamp_file = destination.with_name(destination.name + ".inputs")
-    if destination.is_file() and stamp.current(stamp_file, value):
+    with atomic.locked(destination):  # one builder at a time; the others reuse
+        stamp_file = destination.with_name(destination.name + ".inputs")
+        if destination.is_file() and stamp.current(stamp_file, value):
+            return destination
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".sif-") as tmp:
+            squashed = Path(tmp) / "image.sqfs"
+            with progress.step(f"squashing {image_dir}"):
+                squash(image_dir, squashed)
+            (Path(tmp) / "image.def").write_text(definition(recipe_text, str(squashed)))
+            partial = Path(tmp) / destination.name
+            with progress.step(f"apptainer build {destination.name} (runs the recipe's %test)"):
+                process.run(
+                    [apptainer.on_this_machine(), "build", partial, Path(tmp) / "image.def"],
+                    "apptainer build of the SIF",
+                    timeout=1800,
+                    env=process.environ(APPTAINER_TMPDIR=tmp),
+                )
+            partial.replace(destination)
+        atomic.write_text(stamp_file, value)
         return destination
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".sif-") as tmp:
-        squashed = Path(tmp) / "image.sqfs"
-        with progress.step(f"squashing {image_dir}"):
-            squash(image_dir, squashed)
-        (Path(tmp) / "image.def").write_text(definition(recipe_text, str(squashed)))
-        partial = Path(tmp) / destination.name
-        with progress.step(f"apptainer build {destination.name} (runs the recipe's %test)"):
-            process.run(
-                [apptainer.on_this_machine(), "build", partial, Path(tmp) / "image.def"],
-                "apptainer build of the SIF",
-                timeout=1800,
-                env=process.environ(APPTAINER_TMPDIR=tmp),
-            )
-        partial.replace(destination)
-    atomic.write_text(stamp_file, value)
-    return destination
 
 
 def register(commands) -> None:

@@ -1,10 +1,29 @@
 """Write files and directories so that a reader sees the old version or the complete new
-one, never half: fill a temporary sibling, then rename it into place."""
+one, never half: fill a temporary sibling, then rename it into place. Builders of the same
+cached result take turns (`locked`): the second waits, then finds the first one's result."""
 
+import fcntl
+import hashlib
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+
+from climstack import pins
+
+
+@contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock for `path` while the block runs (a file named by its digest in
+    the user cache's lock-files/); another process asking for it waits, and is let in if
+    the holder dies."""
+    digest = hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:24]
+    lock = pins.cache_dir() / "lock-files" / f"{path.name}-{digest}"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -20,24 +39,28 @@ def write_text(path: Path, text: str) -> Path:
     return path
 
 
-def directory(final: Path, fill, replace: bool = False) -> Path:
-    """Create `final` by calling fill(temporary sibling) and renaming it. An existing
-    `final` is kept, unless `replace`, when it is swapped for the new one."""
-    if final.is_dir() and not replace:
+def directory(final: Path, fill, current=None) -> Path:
+    """Create `final` by calling fill(temporary sibling) and renaming it. An existing `final`
+    is kept while current() says it is up to date (default: always), else swapped for the
+    new one; asked again under the lock, so concurrent builders make it once."""
+
+    def up_to_date() -> bool:
+        return final.is_dir() and (current is None or current())
+
+    if up_to_date():
         return final
     final.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
-    try:
-        fill(work)
-        if replace and final.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old.", dir=final.parent))
-            os.replace(final, old / "x")
-            shutil.rmtree(old, ignore_errors=True)
+    with locked(final):
+        if up_to_date():  # made while this process waited for the lock
+            return final
+        work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
         try:
+            fill(work)
+            if final.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old.", dir=final.parent))
+                os.replace(final, old / "x")
+                shutil.rmtree(old, ignore_errors=True)
             work.rename(final)
-        except OSError:
-            if not final.is_dir():  # another process won the race: theirs is as good
-                raise
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     return final

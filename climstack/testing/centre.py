@@ -13,7 +13,7 @@ from climstack.build import buildcache as bc
 from climstack.build import debian_sources as ds
 from climstack.build import environments, lock_cache, signing
 from climstack.build import source_mirror as sm
-from climstack.common import stamp
+from climstack.common import atomic, stamp
 from climstack.config import spack
 from climstack.pins import PROJECT_ROOT, cache_dir, spack_user_cache
 
@@ -98,19 +98,22 @@ def centre_a():
     """Centre A of the buildcache tests: its key, the slice built from the Debian-filled
     source mirror and pushed signed to a file:// cache, all kept under DEMO (only the first
     run builds); returns (centre, env, cache url, public key, source-mirror report)."""
-    a = Centre(DEMO / "centre-a").setup()
-    public = a.home / "centre-a.pub"
-    if not signing.gpg_fingerprints(a.run):
-        signing.gpg_create("climstack centre A", "centre-a@climstack.invalid", public, run=a.run)
-    if not public.is_file():
-        signing.gpg_export(public, run=a.run)
-    env = a.home / "slice"
-    slice_env(env, run=a.run)
-    report = sm.fill_from_debian(
-        env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
-    )
-    a.run("install", "-j2", env=env, timeout=5400)
-    roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
-    cache = DEMO / "caches" / stamp.digest(" ".join(roots))
-    bc.push(env, cache.as_uri(), run=a.run)
-    return a, env, cache.as_uri(), public, report
+    with atomic.locked(DEMO / "centre-a"):  # the tests' processes build it once
+        a = Centre(DEMO / "centre-a").setup()
+        public = a.home / "centre-a.pub"
+        if not signing.gpg_fingerprints(a.run):
+            signing.gpg_create(
+                "climstack centre A", "centre-a@climstack.invalid", public, run=a.run
+            )
+        if not public.is_file():
+            signing.gpg_export(public, run=a.run)
+        env = a.home / "slice"
+        slice_env(env, run=a.run)
+        report = sm.fill_from_debian(
+            env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
+        )
+        a.run("install", "-j2", env=env, timeout=5400)
+        roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
+        cache = DEMO / "caches" / stamp.digest(" ".join(roots))
+        bc.push(env, cache.as_uri(), run=a.run)
+        return a, env, cache.as_uri(), public, report

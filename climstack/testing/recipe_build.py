@@ -116,21 +116,22 @@ def build(name: str, destination: Path) -> tuple[Path, float]:
     rendered = build_args.render(recipe.read_text(), values, source=str(recipe))
     sources = [pins.PROJECT_ROOT / source for source, _ in image.recipe_files(rendered)]
     value = stamp.digest(rendered, *sources, length=64)
-    stamp_file = destination.with_name(destination.name + ".inputs")
-    if destination.is_file() and stamp.current(stamp_file, value):
-        return destination, 0.0
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    start = time.monotonic()
-    with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".recipe-") as tmp:
-        partial = Path(tmp) / destination.name
-        with progress.step(f"apptainer build of {recipe.relative_to(pins.PROJECT_ROOT)}"):
-            process.stream(
-                command(values, partial, recipe),
-                f"apptainer build of {recipe}",
-                cwd=pins.PROJECT_ROOT,
-                env=process.environ(APPTAINER_TMPDIR=tmp),
-                keep=lambda line: line.startswith(("INFO:", "FATAL:", "==> Installing")),
-            )
-        partial.replace(destination)
-    atomic.write_text(stamp_file, value)
-    return destination, time.monotonic() - start
+    with atomic.locked(destination):  # one builder at a time; the others reuse
+        stamp_file = destination.with_name(destination.name + ".inputs")
+        if destination.is_file() and stamp.current(stamp_file, value):
+            return destination, 0.0
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        start = time.monotonic()
+        with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".recipe-") as tmp:
+            partial = Path(tmp) / destination.name
+            with progress.step(f"apptainer build of {recipe.relative_to(pins.PROJECT_ROOT)}"):
+                process.stream(
+                    command(values, partial, recipe),
+                    f"apptainer build of {recipe}",
+                    cwd=pins.PROJECT_ROOT,
+                    env=process.environ(APPTAINER_TMPDIR=tmp),
+                    keep=lambda line: line.startswith(("INFO:", "FATAL:", "==> Installing")),
+                )
+            partial.replace(destination)
+        atomic.write_text(stamp_file, value)
+        return destination, time.monotonic() - start
