@@ -1,10 +1,12 @@
 """Shared fixtures: the project's real Spack, run hermetically (no ~/.spack, no network)."""
 
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import time
+from contextlib import ExitStack, contextmanager
 
 import pytest
 
@@ -78,6 +80,54 @@ def image(tmp_path_factory):
 def tree(root) -> set[str]:
     """Every path under root (what prepare_image would add to)."""
     return {os.path.join(top, name) for top, dirs, files in os.walk(root) for name in dirs + files}
+
+
+# --- side by side (pytest-xdist) ------------------------------------------------------
+#: modules whose MPI runs are timed loops (benchmarks): ranks that busy-poll on a core shared
+#: with another test's build slow down 20x or worse, so their tests run with no other test
+#: beside them. Every other test shares the CPUs.
+EXCLUSIVE_MODULES = ("test_bench.py", "test_slurm.py")
+#: the slowest modules (builds, Apptainer, buildcaches) start first, so none runs alone at the end
+SLOW_FIRST = (
+    "test_apptainer_recipe.py",
+    "test_buildcache.py",
+    "test_oci_buildcache.py",
+    "test_apptainer.py",
+    "test_bench.py",
+    "test_drift.py",
+)
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.path.name
+        return SLOW_FIRST.index(name) if name in SLOW_FIRST else len(SLOW_FIRST)
+
+    items.sort(key=rank)  # stable: each module keeps its own order
+
+
+@contextmanager
+def _flock(path, mode):
+    with open(path, "a") as handle:
+        fcntl.flock(handle, mode)
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test holds the CPUs shared, or exclusively in EXCLUSIVE_MODULES (its module's
+    fixtures included). A waiting exclusive test holds the turnstile, which every test
+    passes on its way in, so the shared ones cannot keep it waiting."""
+    base = item.config._tmp_path_factory.getbasetemp()
+    locks = base.parent if hasattr(item.config, "workerinput") else base  # the session's
+    exclusive = item.path.name in EXCLUSIVE_MODULES
+    with ExitStack() as held:
+        with _flock(locks / "turnstile.lock", fcntl.LOCK_EX):
+            if exclusive:
+                held.enter_context(_flock(locks / "cpus.lock", fcntl.LOCK_EX))
+        if not exclusive:
+            held.enter_context(_flock(locks / "cpus.lock", fcntl.LOCK_SH))
+        yield
 
 
 GIT_STATUS = pytest.StashKey[str]()

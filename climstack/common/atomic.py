@@ -10,17 +10,21 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from climstack import pins
+from climstack.errors import ClimstackError
 
 
 @contextmanager
 def locked(path: Path):
-    """Hold an exclusive lock for `path` while the block runs (a file named by its digest in
-    the user cache's lock-files/); another process asking for it waits, and is let in if
-    the holder dies."""
+    """Hold an exclusive lock for `path` while the block runs; another process asking for it
+    waits, and is let in if the holder dies. The lock files live in this machine's temporary
+    directory, named by the path's digest: a cache or a failed build never holds one."""
     digest = hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:24]
-    lock = pins.cache_dir() / "lock-files" / f"{path.name}-{digest}"
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock = Path(tempfile.gettempdir()) / f"climstack-locks-{os.getuid()}" / f"{path.name}-{digest}"
+    lock.parent.mkdir(mode=0o700, exist_ok=True)
+    if lock.parent.stat().st_uid != os.getuid():
+        raise ClimstackError(
+            f"{lock.parent} belongs to another user", fix="remove it, or set TMPDIR elsewhere"
+        )
     with open(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
