@@ -174,14 +174,22 @@ def install(
     env_dir: Path, url: str, unsigned: bool = False, run=spack.run, options=(), added=False
 ) -> str:
     """Install an environment's concrete specs from the buildcache only (no source builds).
-    Spack runs with -d: only its debug output says why a binary was refused. options: more
-    `spack install` options (-p N); added: the mirror is already in the environment."""
+    options: more `spack install` options (-p N); added: the mirror is already in the
+    environment."""
     check_reachable(url)
     if not added:
         mirror_add(url, unsigned=unsigned, env=env_dir, run=run)
-    args = ["-d", *signing.GPG, "install", "--cache-only", *options]
-    proc = run(*args, *(["--no-check-signature"] if unsigned else []), env=env_dir, check=False)
+    options = [*options, *(["--no-check-signature"] if unsigned else [])]
+    return install_cache_only(env_dir, url, options, run)
+
+
+def install_cache_only(env_dir: Path, url: str, options, run=spack.run) -> str:
+    """`spack install --cache-only`; a refusal is run again with -d to say why (Spack's
+    debug output alone names the reason; nothing more gets installed by that run)."""
+    args = [*signing.GPG, "install", "--cache-only", *options]
+    proc = run(*args, env=env_dir, check=False)
     if proc.returncode != 0:
+        proc = run("-d", *args, env=env_dir, check=False)
         raise install_error(url, proc.stderr + proc.stdout)
     return "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("==> ["))
 

@@ -174,11 +174,7 @@ def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> s
     options = ["--oci-username-variable", USERNAME_VARIABLE] if credentials() else []
     options += ["--oci-password-variable", PASSWORD_VARIABLE] if options else []
     buildcache.mirror_add(url, unsigned=True, env=env_dir, run=run, options=options)
-    args = ["-d", *signing.GPG, "install", "--cache-only", "--no-check-signature"]
-    proc = run(*args, env=env_dir, check=False)
-    if proc.returncode != 0:
-        raise buildcache.install_error(url, proc.stderr + proc.stdout)
-    return "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("==> ["))
+    return buildcache.install_cache_only(env_dir, url, ["--no-check-signature"], run)
 
 
 def contents(url: str, run=spack.run) -> list[dict]:
