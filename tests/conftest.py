@@ -1,18 +1,18 @@
 """Shared fixtures: the project's real Spack, run hermetically (no ~/.spack, no network)."""
 
-import fcntl
 import json
 import os
 import shutil
 import subprocess
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 
 import pytest
 
 from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, registered here
 
 from climstack.build import environments
+from climstack.common import atomic
 from climstack.config import spack
 from climstack.testing import centre
 from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
@@ -106,13 +106,6 @@ def pytest_collection_modifyitems(items):
     items.sort(key=rank)  # stable: each module keeps its own order
 
 
-@contextmanager
-def _flock(path, mode):
-    with open(path, "a") as handle:
-        fcntl.flock(handle, mode)
-        yield
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each test holds the CPUs shared, or exclusively in EXCLUSIVE_MODULES (its module's
@@ -122,11 +115,11 @@ def pytest_runtest_protocol(item, nextitem):
     locks = base.parent if hasattr(item.config, "workerinput") else base  # the session's
     exclusive = item.path.name in EXCLUSIVE_MODULES
     with ExitStack() as held:
-        with _flock(locks / "turnstile.lock", fcntl.LOCK_EX):
+        with atomic.locked(locks / "turnstile"):
             if exclusive:
-                held.enter_context(_flock(locks / "cpus.lock", fcntl.LOCK_EX))
+                held.enter_context(atomic.locked(locks / "cpus"))
         if not exclusive:
-            held.enter_context(_flock(locks / "cpus.lock", fcntl.LOCK_SH))
+            held.enter_context(atomic.locked(locks / "cpus", shared=True))
         yield
 
 

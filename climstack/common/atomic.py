@@ -14,10 +14,11 @@ from climstack.errors import ClimstackError
 
 
 @contextmanager
-def locked(path: Path):
-    """Hold an exclusive lock for `path` while the block runs; another process asking for it
-    waits, and is let in if the holder dies. The lock files live in this machine's temporary
-    directory, named by the path's digest: a cache or a failed build never holds one."""
+def locked(path: Path, shared: bool = False):
+    """Hold a lock for `path` while the block runs, exclusive unless `shared`; another
+    process asking for a conflicting one waits, and is let in if the holder dies. The lock
+    files live in this machine's temporary directory, named by the path's digest: a cache
+    or a failed build never holds one."""
     digest = hashlib.sha256(str(path.absolute()).encode()).hexdigest()[:24]
     lock = Path(tempfile.gettempdir()) / f"climstack-locks-{os.getuid()}" / f"{path.name}-{digest}"
     lock.parent.mkdir(mode=0o700, exist_ok=True)
@@ -26,7 +27,7 @@ def locked(path: Path):
             f"{lock.parent} belongs to another user", fix="remove it, or set TMPDIR elsewhere"
         )
     with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         yield
 
 
