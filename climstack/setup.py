@@ -8,6 +8,7 @@ failed setup never leaves a half-written cache behind. A second run finds the cl
 touches no network.
 """
 
+import compileall
 import shutil
 import sys
 from pathlib import Path
@@ -71,9 +72,6 @@ def spack_version(root: Path) -> str:
 def ensure_clone(pin: pins.GitPin) -> Path:
     """Return the cached checkout of `pin`, cloning it atomically if it is missing."""
     final = pins.cache_dir() / pin.cache_name
-    if final.exists():
-        _check_clone(pin, final)
-        return final
 
     def fill(work: Path):
         try:
@@ -98,8 +96,31 @@ def ensure_clone(pin: pins.GitPin) -> Path:
             ) from err
         _check_clone(pin, work)
 
-    with progress.step(f"cloning {pin.name} {pin.tag} from {pin.url}"):
-        return atomic.directory(final, fill)
+    if final.exists():
+        _check_clone(pin, final)
+    else:
+        with progress.step(f"cloning {pin.name} {pin.tag} from {pin.url}"):
+            atomic.directory(final, fill)
+    byte_compile_clone(final)
+    return final
+
+
+def byte_compile(root: Path) -> None:
+    """Write the bytecode of a Python tree that is out of date, as pip does for what it
+    installs: where PYTHONDONTWRITEBYTECODE is set, Python never caches it itself."""
+    if not compileall.compile_dir(root, quiet=2, workers=0):
+        print(f"setup: warning: some Python under {root} does not compile", file=sys.stderr)
+
+
+def byte_compile_clone(root: Path) -> None:
+    """A pinned clone's bytecode, written once (the marker names the Python). Every Spack
+    process imports some 600 modules: 1.3 s from source, 0.4 s from bytecode."""
+    marker = root / ".climstack-bytecode"
+    if stamp.current(marker, sys.implementation.cache_tag):
+        return
+    with progress.step(f"compiling the Python under {root} (once)"):
+        byte_compile(root)
+    atomic.write_text(marker, sys.implementation.cache_tag)
 
 
 def _yaml(data: dict) -> str:
@@ -182,6 +203,7 @@ def main() -> int:
         spack_root = ensure_clone(pins.SPACK)
         ensure_clone(pins.SPACK_PACKAGES)
         configure_spack(spack_root)
+        byte_compile(pins.PROJECT_ROOT / "climstack")
         find_local_externals()
         bench_sources.ensure_develop_trees()
         if not shutil.which("apptainer"):  # ARCHER2 and Gaea have their own

@@ -1,6 +1,7 @@
 """bin/setup: pinned Spack from git, cached per user, offline on a warm cache, atomic."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,6 +48,17 @@ def test_builtin_repo_is_the_cached_clone_and_no_binary_bootstrap():
     assert str(PROJECT_ROOT / ".venv") in clingo
 
 
+def test_spack_starts_from_bytecode_where_python_writes_none():
+    # setup compiled the pinned clone: no Spack module is compiled from source at start
+    # (python -v says "code object from X.py" for a compiled source, "from 'X.pyc'" else)
+    verbose = os.environ | {"PYTHONVERBOSE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    stderr = run_spack("--version", environ=verbose).stderr
+    root = re.escape(str(pins.spack_root()))
+    loaded = re.findall(rf"^# code object from '?({root}/[^'\s]+)", stderr, re.MULTILINE)
+    from_source = [path for path in loaded if path.endswith(".py")]
+    assert len(loaded) > 100 and not from_source, from_source[:5]
+
+
 def test_clone_from_a_local_mirror_path(tmp_path):
     # An air-gapped centre points the variables at local mirrors: here, the cached clones.
     # This host's detections and provided Apptainer are seeded, as a second run finds them
@@ -62,6 +74,10 @@ def test_clone_from_a_local_mirror_path(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / pins.SPACK.cache_name / "bin" / "spack").is_file()
     assert (tmp_path / "spack-packages-v2025.11.0" / "repos" / "spack_repo" / "builtin").is_dir()
+    for clone in (pins.SPACK.cache_name, pins.SPACK_PACKAGES.cache_name):  # compiled on arrival
+        assert (
+            tmp_path / clone / ".climstack-bytecode"
+        ).read_text() == sys.implementation.cache_tag
     # the seeded detections were current: kept, not detected again
     assert (detected / "packages.yaml").read_text() == (
         pins.local_externals() / "packages.yaml"

@@ -7,7 +7,6 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from climstack.bench import plots
 from climstack.bench.records import Failure, Problem, Record, ordered_modes
 from climstack.common import atomic
 
@@ -93,6 +92,8 @@ def markdown(records: list[Record], failures: list[Failure], problems: list[Prob
 
 def write(records, failures, problems, out: Path) -> list[Path]:
     """report.md and the plots under `out`; returns the files written."""
+    from climstack.bench import plots  # matplotlib takes 0.4 s: only the commands that draw
+
     written = plots.draw(records, out)
     written.insert(0, atomic.write_text(out / "report.md", markdown(records, failures, problems)))
     return written
