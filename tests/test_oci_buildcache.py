@@ -186,13 +186,13 @@ def tag_of(centre_a, name: str) -> str:
 
 
 @pytest.fixture
-def own_registry(centre_a, tmp_path):
-    """A registry of the test's own, holding A's slice pushed signed (a test may spoil it)."""
+def own_registry(registry, pushed, tmp_path):
+    """A registry of the test's own, holding A's slice pushed signed (a test may spoil it):
+    another registry on a copy of the module registry's storage."""
+    shutil.copytree(registry.storage, tmp_path / "registry" / "storage")
     with Registry(tmp_path / "registry") as running:
         with mock.patch.dict(os.environ, running.environ()):
-            url = running.url("centre-a/buildcache")
-            oci_cache.push(centre_a[1], url, run=centre_a[0].run)
-            yield running, url
+            yield running, running.url("centre-a/buildcache")
 
 
 def test_replaced_manifest_is_refused(centre_a, own_registry, tmp_path):

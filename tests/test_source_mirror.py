@@ -3,6 +3,7 @@ tarball's sha256, a local Debian archive (file:, Sources index by dpkg-scansourc
 host's only apt source) ships it, and apt downloads it. The control fills the mirror; a
 tarball corrupted in the archive, or changed after apt checked it, adds nothing."""
 
+import gzip
 import hashlib
 import io
 import subprocess
@@ -35,12 +36,15 @@ class ClimstackFake(Package):
 
 
 def orig_tarball() -> bytes:
+    """The same bytes every run (gzip's mtime fixed): the recipe, hence its concretization,
+    is the same, and lock_cache reuses it."""
     data = b"climstack source-mirror test\n"
     info = tarfile.TarInfo(f"{PACKAGE}-1.0/README")
     info.size = len(data)
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        tar.addfile(info, io.BytesIO(data))
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as compressed:
+        with tarfile.open(fileobj=compressed, mode="w") as tar:
+            tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
 
