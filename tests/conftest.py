@@ -87,28 +87,6 @@ def tree(root) -> set[str]:
 #: with another test's build slow down 20x or worse, so their tests run with no other test
 #: beside them. Every other test shares the CPUs.
 EXCLUSIVE_MODULES = ("test_bench.py", "test_slurm.py")
-#: the work queue's head (make test keeps the collection order: --no-loadscope-reorder). The
-#: exclusive modules first, while no long test holds the CPUs they wait for; then the
-#: slowest (builds, Apptainer, buildcaches), so that none runs alone at the end.
-FIRST = (
-    "test_bench.py",
-    "test_apptainer_recipe.py",
-    "test_oci_buildcache.py",
-    "test_apptainer.py",
-    "test_slurm.py",
-    "test_buildcache.py",
-    "test_lock_cache.py",
-    "test_source_mirror.py",
-    "test_drift.py",
-)
-
-
-def pytest_collection_modifyitems(items):
-    def rank(item):
-        name = item.path.name
-        return FIRST.index(name) if name in FIRST else len(FIRST)
-
-    items.sort(key=rank)  # stable: each module keeps its own order
 
 
 @pytest.hookimpl(hookwrapper=True)
