@@ -83,20 +83,24 @@ def tree(root) -> set[str]:
 
 
 # --- side by side (pytest-xdist) ------------------------------------------------------
-#: modules whose MPI runs are timed loops (benchmarks): ranks that busy-poll on a core shared
-#: with another test's build slow down 20x or worse, so their tests run with no other test
-#: beside them. Every other test shares the CPUs.
-EXCLUSIVE_MODULES = ("test_bench.py", "test_slurm.py")
+#: marks a test that times MPI loops (benchmarks): ranks that busy-poll on a core shared with
+#: another test's build slow down 20x or worse, so it runs with no other test beside it (the
+#: module fixtures it builds first included). Every other test shares the CPUs.
+cpus_alone = pytest.mark.cpus_alone
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "cpus_alone: time MPI loops with no other test beside")
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Each test holds the CPUs shared, or exclusively in EXCLUSIVE_MODULES (its module's
-    fixtures included). A waiting exclusive test holds the turnstile, which every test
-    passes on its way in, so the shared ones cannot keep it waiting."""
+    """Each test holds the CPUs shared, or exclusively where marked cpus_alone. A waiting
+    exclusive test holds the turnstile, which every test passes on its way in, so the
+    shared ones cannot keep it waiting."""
     base = item.config._tmp_path_factory.getbasetemp()
     locks = base.parent if hasattr(item.config, "workerinput") else base  # the session's
-    exclusive = item.path.name in EXCLUSIVE_MODULES
+    exclusive = item.get_closest_marker("cpus_alone") is not None
     with ExitStack() as held:
         with atomic.locked(locks / "turnstile"):
             if exclusive:

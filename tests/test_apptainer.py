@@ -3,9 +3,11 @@ bin/setup provides (bin/apptainer). mpi-probe in the probe image, launched on 2 
 outside the container as on a Cray, loads the host MPI in bind mode; the RPATH build and
 hybrid mode keep the image's. Then a SIF built by `climstack sif` from `climstack image`."""
 
+import filecmp
 import os
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -252,6 +254,16 @@ def test_sif_carries_the_recipes_labels_help_and_test(built_sif):
     assert test.returncode == 0, test.stderr[-2000:]
     assert "MPI executables checked, 0 failed" in test.stdout
     assert "library: MPICH Version:\t3.4.3" in test.stdout
+
+
+def test_a_sif_of_the_same_image_elsewhere_is_copied_not_rebuilt(built_sif, tmp_path, capfd):
+    """The SIF of an image with the same inputs (make local's, for the tests' own) is
+    copied, byte for byte, instead of squashed and built again."""
+    path, image_dir = built_sif
+    copy = sif.build("container-archer2", tmp_path / "copy.sif", image_dir, twin=path)
+    assert f"==> copying {path}, built from the same inputs" in capfd.readouterr().err
+    assert filecmp.cmp(copy, path, shallow=False)
+    assert (tmp_path / "copy.sif.inputs").read_text() == Path(f"{path}.inputs").read_text()
 
 
 @pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)

@@ -19,7 +19,7 @@ from climstack.build import bench_sources, environments, image, image_check, sif
 from climstack.errors import ClimstackError
 from climstack.run import elf
 from climstack.testing import cray_tree, programs
-from conftest import PROJECT_ROOT
+from conftest import PROJECT_ROOT, cpus_alone
 
 OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
 
@@ -47,6 +47,7 @@ def local_run(tmp_path_factory):
     return out, json.loads((out / "records.json").read_text())
 
 
+@cpus_alone
 def test_every_benchmark_runs_and_parses(local_run):
     _, data = local_run
     records, failures = data["records"], data["failures"]
@@ -74,6 +75,7 @@ def test_every_benchmark_runs_and_parses(local_run):
     assert {r["unit"] for r in records if r["operation"] in ("bw", "bibw")} == {"MB/s"}
 
 
+@cpus_alone
 def test_csv_matches_json_and_the_tidy_columns(local_run):
     out, data = local_run
     with open(out / "records.csv") as handle:
@@ -86,6 +88,7 @@ def test_csv_matches_json_and_the_tidy_columns(local_run):
     assert float(rows[0]["value"]) == data["records"][0]["value"]
 
 
+@cpus_alone
 def test_report_tables_and_plots(local_run):
     out, _ = local_run
     text = (out / "report.md").read_text()
@@ -102,6 +105,7 @@ def test_report_tables_and_plots(local_run):
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@cpus_alone
 def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_path):
     """A directory of .out files as copied back from a centre: several runs per file, one
     line garbled, one file truncated; both warned with name and line, the rest reported."""
@@ -164,6 +168,7 @@ def test_a_failed_mode_is_reported_failed_with_its_reason(tmp_path):
     assert report.markdown(records, failures, problems).count("hybrid: failed") == 1
 
 
+@cpus_alone
 def test_container_modes_run_the_host_or_the_images_mpi(local_run):
     """Each container mode as the comparison launches it, on mpi-probe: bind and
     bind-noxpmem load the host MPI from the plan, hybrid and fabric the image's; the
@@ -208,6 +213,7 @@ def test_bind_mode_under_apptainer_runs_the_sif_on_the_host_mpi():
     assert "ranks: 2" in proc.stdout and "loaded: /opt/climstack/bind/lib/" in proc.stdout
 
 
+@cpus_alone
 def test_modes_that_cannot_run_say_why(local_run, tmp_path):
     image_dir = image.default_destination(cli.IMAGE)
     # the local site declares no libfabric: the fabric mode names the fix, every run reports it
@@ -312,6 +318,7 @@ def test_sources_are_offline_routes_not_vendored(tmp_path, monkeypatch):
     assert list(osu.rglob("bed60f564c2908a6123315f49f6dd0c0ff5440a3.tar.gz"))
 
 
+@cpus_alone
 def test_a_header_that_does_not_read_leaves_its_run_out(local_run, tmp_path):
     out, _ = local_run
     real = (out / "raw" / "mpibench.native.r1.out").read_text().replace("ranks=2", "ranks=two")

@@ -115,3 +115,30 @@ def test_executable_linked_with_rpath_is_reported(tmp_path):
     assert proc.returncode == 1
     assert f"FAIL {binary}" in proc.stdout
     assert "has DT_RPATH" in proc.stdout and "lacks libxpmem.so.0" in proc.stdout
+
+
+def test_an_image_of_the_same_inputs_elsewhere_is_copied_not_rebuilt(
+    archer2_image, tmp_path, capfd
+):
+    """`climstack image` into another directory copies an image built from the same inputs
+    (make local's, for the tests' own) instead of building again; a stale one is not."""
+    copy = image.build("container-archer2", tmp_path / "copy", twin=archer2_image)
+    assert f"==> copying {archer2_image}, built from the same inputs" in capfd.readouterr().err
+    assert image.inputs_stamp(copy).read_text() == image.inputs_stamp(archer2_image).read_text()
+    assert relative_tree(copy) == relative_tree(archer2_image)
+    stale = tmp_path / "stale"
+    image.inputs_stamp(stale).parent.mkdir(parents=True)
+    image.inputs_stamp(stale).write_text("another recipe\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    value = image.inputs_stamp(archer2_image).read_text().strip()
+    assert not image._copy_twin(stale, tmp_path / "new", work, value)
+    assert not any(work.iterdir())
+
+
+def relative_tree(root: Path) -> set[str]:
+    return {
+        os.path.relpath(os.path.join(top, name), root)
+        for top, dirs, files in os.walk(root)
+        for name in dirs + files
+    }

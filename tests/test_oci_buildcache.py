@@ -129,19 +129,35 @@ def probe_image(centre_a, registry):
     return f"{registry.host}/centre-a/images:{tag_of(centre_a, 'mpi-probe')}"
 
 
+@pytest.fixture(scope="module")
+def pulled(probe_image, tmp_path_factory):
+    """mpi-probe's image pulled by a runtime and run, once per runtime for the module:
+    runtime -> (mpi-probe's output, the directory it was pulled into)."""
+    done = {}
+
+    def pull(runtime: str) -> tuple[str, Path]:
+        if runtime not in done:
+            work = tmp_path_factory.mktemp(f"pulled-{runtime}")
+            done[runtime] = container_smoke.run_pulled(probe_image, runtime, work=work), work
+        return done[runtime]
+
+    return pull
+
+
 @pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)
-def test_buildcache_image_runs_mpi_probe_in_bind_mode(probe_image, runtime, tmp_path):
+def test_buildcache_image_runs_mpi_probe_in_bind_mode(pulled, runtime):
     """Pulled as users do (ch-image pull, apptainer pull docker://) and launched from the
     host on 2 ranks with the host MPI bound in."""
-    out = container_smoke.run_pulled(probe_image, runtime, work=tmp_path)
+    out, _ = pulled(runtime)
     assert "ranks: 2" in out and "MPICH Version:\t4.0.2" in out
     assert f"loaded: {plan.LINKS_DIR}/" in out
 
 
-def test_buildcache_image_lacks_the_recipe_guarantees(probe_image, tmp_path):
+def test_buildcache_image_lacks_the_recipe_guarantees(probe_image, pulled):
     """What our containerize recipe adds: the local site builds with Spack's default RPATH
     and nothing links libxpmem, so image_check flags mpi-probe in the buildcache image."""
-    image_dir = oci_images.pull_charliecloud(probe_image, tmp_path / "ch-image")
+    _, work = pulled("charliecloud")  # the image directory ch-image pulled
+    image_dir = oci_images.charliecloud_image_dir(work / "ch-image", probe_image)
     probe = Path(oci_images.program(image_dir, "mpi-probe"))
     (info,) = image_check.mpi_users(image_check.scan(probe.parent, sysroot=image_dir))
     found = image_check.problems(info)

@@ -8,6 +8,7 @@ import subprocess
 import pytest
 
 import slurm_cluster
+from conftest import cpus_alone
 
 from climstack import pins
 from climstack.run import loader, slurm
@@ -246,6 +247,7 @@ def test_a_timed_out_job_is_cancelled(cluster, tmp_path):
     assert cluster.run("squeue", "-h", "-o", "%i").stdout.strip() == ""
 
 
+@cpus_alone
 def test_bench_job_scripts_run_on_the_local_cluster(cluster, tmp_path):
     """`climstack bench local --emit`: the comparisons' scripts, as a centre gets them, run
     through Slurm (every mode, one repeat, 2 ranks); their .out files report every mode."""

@@ -8,6 +8,7 @@ users, nor device nodes, out of a directory.
 """
 
 import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -59,45 +60,75 @@ def definition(recipe_text: str, squashed: str) -> str:
     return f"Bootstrap: localimage\nFrom: {squashed}\n\n{body}"
 
 
-def build(name: str, destination: Path, image_dir: Path | None = None) -> Path:
-    """The SIF of environment `name` (reused while its image and recipe are unchanged)."""
+def build(
+    name: str, destination: Path, image_dir: Path | None = None, twin: Path | None = None
+) -> Path:
+    """The SIF of environment `name` (reused while its image and recipe are unchanged; a SIF
+    `twin`, by default the one at the default destination, made from the same is copied)."""
     recipe_text = containers.recipe(environments.resolve(name))
     image_dir = image_dir or image.build(name, image.default_destination(name))
-    image_stamp = image_dir / "opt" / "climstack" / "image-inputs.sha256"
+    image_stamp = image.inputs_stamp(image_dir)
     if not image_stamp.is_file():
         raise ClimstackError(
             f"{image_dir} is not an image `climstack image` made (no {image_stamp})",
             fix=f"climstack image {name} {image_dir}",
         )
-    value = stamp.digest(recipe_text, image_stamp, length=64)
+    # the image's inputs, not its path: the same image anywhere makes the same SIF
+    value = stamp.digest(recipe_text, image_stamp.read_text().strip(), length=64)
     with atomic.locked(destination):  # one builder at a time; the others reuse
-        stamp_file = destination.with_name(destination.name + ".inputs")
+        stamp_file = _inputs_of(destination)
         if destination.is_file() and stamp.current(stamp_file, value):
             return destination
         destination.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".sif-") as tmp:
-            squashed = Path(tmp) / "image.sqfs"
-            with progress.step(f"squashing {image_dir}"):
-                squash(image_dir, squashed)
-            (Path(tmp) / "image.def").write_text(definition(recipe_text, str(squashed)))
             partial = Path(tmp) / destination.name
-            with progress.step(f"apptainer build {destination.name} (runs the recipe's %test)"):
-                process.run(
-                    [apptainer.on_this_machine(), "build", partial, Path(tmp) / "image.def"],
-                    "apptainer build of the SIF",
-                    timeout=1800,
-                    env=process.environ(APPTAINER_TMPDIR=tmp),
-                )
+            if not _copy_twin(twin or default_destination(name), destination, partial, value):
+                _apptainer_build(recipe_text, image_dir, partial)
             partial.replace(destination)
         atomic.write_text(stamp_file, value)
         return destination
 
 
+def _apptainer_build(recipe_text: str, image_dir: Path, sif: Path) -> None:
+    """Squash `image_dir` and build `sif` from it with the recipe's final stage."""
+    work = sif.parent
+    squashed = work / "image.sqfs"
+    with progress.step(f"squashing {image_dir}"):
+        squash(image_dir, squashed)
+    (work / "image.def").write_text(definition(recipe_text, str(squashed)))
+    with progress.step(f"apptainer build {sif.name} (runs the recipe's %test)"):
+        process.run(
+            [apptainer.on_this_machine(), "build", sif, work / "image.def"],
+            "apptainer build of the SIF",
+            timeout=1800,
+            env=process.environ(APPTAINER_TMPDIR=work),
+        )
+
+
+def default_destination(name: str) -> Path:
+    return image.default_destination(name).with_suffix(".sif")
+
+
+def _inputs_of(sif: Path) -> Path:
+    return sif.with_name(sif.name + ".inputs")
+
+
+def _copy_twin(twin: Path, destination: Path, partial: Path, value: str) -> bool:
+    """Copy the SIF at `twin` to `partial` if it was built from the same inputs (the tests'
+    own beside the user's): a second apptainer build would make the same image."""
+    if twin.absolute() == destination.absolute():
+        return False
+    with atomic.locked(twin):
+        if not (twin.is_file() and stamp.current(_inputs_of(twin), value)):
+            return False
+        with progress.step(f"copying {twin}, built from the same inputs"):
+            shutil.copy2(twin, partial)
+    return True
+
+
 def register(commands) -> None:
     def run(args):
-        destination = args.destination or image.default_destination(args.environment).with_suffix(
-            ".sif"
-        )
+        destination = args.destination or default_destination(args.environment)
         start = time.monotonic()
         build(args.environment, destination, args.image)
         size = destination.stat().st_size / 2**20

@@ -46,6 +46,11 @@ def pull_charliecloud(reference: str, storage: Path) -> Path:
             fix="check the reference (`climstack buildcache list oci://...`), the registry's "
             "certificate (SSL_CERT_FILE) and credentials",
         )
+    return charliecloud_image_dir(storage, reference)
+
+
+def charliecloud_image_dir(storage: Path, reference: str) -> Path:
+    """Where `ch-image pull` puts `reference` in a ch-image storage."""
     return storage / "img" / reference.replace("/", "%").replace(":", "+")
 
 
