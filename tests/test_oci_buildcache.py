@@ -48,11 +48,21 @@ def pushed(centre_a, registry):
     return url, registry.stored_blobs(), output
 
 
-def centre_b(tmp_path: Path, public: Path | None) -> Centre:
+@pytest.fixture(scope="module")
+def trusting(centre_a, tmp_path_factory) -> Path:
+    """A keyring that trusts A's public key (`spack gpg trust`, 3 s, once): each centre B
+    of the module starts from a copy of it."""
+    template = Centre(tmp_path_factory.mktemp("keyring")).setup()
+    signing.gpg_trust(centre_a[3], run=template.run)
+    return template.home / "gpg"
+
+
+def centre_b(tmp_path: Path, keyring: Path | None) -> Centre:
+    """B: a new Spack with a longer install root, and a copy of `keyring` (if given)."""
     root = tmp_path / "b-root-longer-than-a" / "opt"  # short of sbang's 127-character limit
     b = Centre(tmp_path / "b", install_root=root).setup()
-    if public:
-        signing.gpg_trust(public, run=b.run)
+    if keyring:  # the agent's sockets and lock files stay behind
+        shutil.copytree(keyring, b.home / "gpg", ignore=shutil.ignore_patterns("S.*", "*.lock"))
     return b
 
 
@@ -60,11 +70,11 @@ def b_env(centre_a, tmp_path: Path) -> Path:
     return bc.env_from_lock(centre_a[1] / "spack.lock", tmp_path / "env")
 
 
-def test_b_installs_a_slice_from_the_registry_only(centre_a, pushed, tmp_path):
-    a, a_env, _, public, _ = centre_a
+def test_b_installs_a_slice_from_the_registry_only(centre_a, pushed, trusting, tmp_path):
+    a, a_env, *_ = centre_a
     url, blobs, output = pushed
     assert "signed 5 images" in output and "(site local)" in output
-    b = centre_b(tmp_path, public)
+    b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     oci_cache.install(env, url, run=b.run)
     a_hashes, b_hashes = spack_find(a, a_env), spack_find(b, env)
@@ -211,7 +221,7 @@ def own_registry(registry, pushed, tmp_path):
             yield running, running.url("centre-a/buildcache")
 
 
-def test_replaced_manifest_is_refused(centre_a, own_registry, tmp_path):
+def test_replaced_manifest_is_refused(centre_a, own_registry, trusting, tmp_path):
     """The xpmem-stub tag made to point at mpi-probe's image: the signed digest differs."""
     registry, url = own_registry
     manifest, headers = manifest_of(registry, tag_of(centre_a, "mpi-probe"))
@@ -222,7 +232,7 @@ def test_replaced_manifest_is_refused(centre_a, own_registry, tmp_path):
         manifest,
         {"Content-Type": headers["Content-Type"]},
     )
-    b = centre_b(tmp_path, centre_a[3])
+    b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
         oci_cache.install(env, url, run=b.run)
@@ -232,7 +242,7 @@ def test_replaced_manifest_is_refused(centre_a, own_registry, tmp_path):
     assert spack_find(b, env) == {}
 
 
-def test_tampered_blob_is_refused(centre_a, own_registry, tmp_path):
+def test_tampered_blob_is_refused(centre_a, own_registry, trusting, tmp_path):
     """A byte of xpmem-stub's tarball changed in the registry's storage."""
     registry, url = own_registry
     manifest, _ = manifest_of(registry, tag_of(centre_a, "xpmem-stub"))
@@ -241,7 +251,7 @@ def test_tampered_blob_is_refused(centre_a, own_registry, tmp_path):
     data = bytearray(blob.read_bytes())
     data[len(data) // 2] ^= 0xFF
     blob.write_bytes(bytes(data))
-    b = centre_b(tmp_path, centre_a[3])
+    b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
         oci_cache.install(env, url, run=b.run)
@@ -249,11 +259,11 @@ def test_tampered_blob_is_refused(centre_a, own_registry, tmp_path):
     assert "xpmem-stub" not in spack_find(b, env)
 
 
-def test_unsigned_push_is_refused_unless_asked_for(centre_a, registry, tmp_path):
+def test_unsigned_push_is_refused_unless_asked_for(centre_a, registry, trusting, tmp_path):
     a, a_env, *_ = centre_a
     url = registry.url("centre-a/unsigned")
     assert "images with key" not in oci_cache.push(a_env, url, unsigned=True, run=a.run)
-    b = centre_b(tmp_path, centre_a[3])
+    b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
         oci_cache.install(env, url, run=b.run)
@@ -264,7 +274,7 @@ def test_unsigned_push_is_refused_unless_asked_for(centre_a, registry, tmp_path)
 
 
 def test_unknown_key_is_refused(centre_a, pushed, tmp_path):
-    b = centre_b(tmp_path, public=None)
+    b = centre_b(tmp_path, keyring=None)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
         oci_cache.install(env, pushed[0], run=b.run)
@@ -272,8 +282,8 @@ def test_unknown_key_is_refused(centre_a, pushed, tmp_path):
     assert "key trust" in err.value.fix
 
 
-def test_wrong_credentials_are_refused(centre_a, registry, pushed, tmp_path):
-    b = centre_b(tmp_path, centre_a[3])
+def test_wrong_credentials_are_refused(centre_a, registry, pushed, trusting, tmp_path):
+    b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     with mock.patch.dict(os.environ, registry.environ(password="not-the-password")):
         with pytest.raises(ClimstackError) as err:
@@ -282,11 +292,11 @@ def test_wrong_credentials_are_refused(centre_a, registry, pushed, tmp_path):
     assert "CLIMSTACK_OCI_TOKEN" in err.value.fix
 
 
-def test_cache_at_another_path_is_named_as_empty(centre_a, registry, pushed, tmp_path):
+def test_cache_at_another_path_is_named_as_empty(centre_a, registry, pushed, trusting, tmp_path):
     url = registry.url("centre-a/no-such-cache")
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
-        oci_cache.install(env, url, run=centre_b(tmp_path, centre_a[3]).run)
+        oci_cache.install(env, url, run=centre_b(tmp_path, trusting).run)
     assert url in str(err.value) and "empty, or it lives at another repository path" in str(
         err.value
     )
@@ -299,12 +309,12 @@ def test_unreachable_registry_fails_fast_naming_it(centre_a, tmp_path):
     assert url in str(err.value) and "unreachable" in str(err.value)
 
 
-def test_disk_full_at_b_leaves_nothing_half_installed(centre_a, pushed, tmp_path):
+def test_disk_full_at_b_leaves_nothing_half_installed(centre_a, pushed, trusting, tmp_path):
     """B's install root on a 30 MiB tmpfs: gcc-runtime (27 MB) fits, the rest of the slice
     (netcdf-c 5 MB, ...) does not."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small filesystem needs root")
-    b = centre_b(tmp_path, centre_a[3])
+    b = centre_b(tmp_path, trusting)
     b.install_root.mkdir(parents=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", b.install_root], check=True)
     try:
