@@ -180,8 +180,10 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
             fix="give a new or empty directory, or remove that one yourself",
         )
 
+    twin = None if force else twin or default_destination(name)
+
     def fill(work: Path):
-        if _copy_twin(twin or default_destination(name), destination, work, stamp_value):
+        if twin and _copy_twin(twin, destination, work, stamp_value):
             return
         with progress.step("unpacking the Debian 12 base and the recipe's %files"):
             process.run(["tar", "-xf", base_rootfs(), "-C", work], "unpacking the root filesystem")
