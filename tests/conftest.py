@@ -89,6 +89,31 @@ def tree(root) -> set[str]:
 cpus_alone = pytest.mark.cpus_alone
 
 
+#: the work queue's head and tail (make test keeps this order: --no-loadscope-reorder, not
+#: xdist's largest-module-first, which queued the 170 s recipe build of a fresh machine
+#: last, alone). First the modules whose fixtures build the most on a fresh machine; last
+#: those with cpus_alone tests, which wait for the other worker's test in hand: at the tail
+#: those are short.
+FIRST = (
+    "test_apptainer_recipe.py",
+    "test_oci_buildcache.py",
+    "test_apptainer.py",
+    "test_buildcache.py",
+    "test_lock_cache.py",
+)
+LAST = ("test_bench.py", "test_slurm.py")
+
+
+def pytest_collection_modifyitems(items):
+    def rank(item):
+        name = item.path.name
+        if name in FIRST:
+            return FIRST.index(name)
+        return len(FIRST) + 1 + LAST.index(name) if name in LAST else len(FIRST)
+
+    items.sort(key=rank)  # stable: each module keeps its own order
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "cpus_alone: time MPI loops with no other test beside")
 
