@@ -4,6 +4,7 @@ a recipe, a scope or an environment variable its definitions read changes."""
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -27,14 +28,19 @@ MANIFEST = {
 }
 
 
-@pytest.fixture
-def env(tmp_path):
-    repo = tmp_path / "repo"
+def make_env(directory: Path) -> Path:
+    """MANIFEST's environment in directory/env, on a copy of our repository in directory."""
+    repo = directory / "repo"
     shutil.copytree(PROJECT_ROOT / "repo", repo, ignore=shutil.ignore_patterns("__pycache__"))
     manifest = {"spack": {**MANIFEST["spack"], "repos": {"climstack": str(repo)}}}
-    (tmp_path / "env").mkdir()
-    (tmp_path / "env" / "spack.yaml").write_text(yaml.safe_dump(manifest))
-    return tmp_path / "env"
+    (directory / "env").mkdir()
+    (directory / "env" / "spack.yaml").write_text(yaml.safe_dump(manifest))
+    return directory / "env"
+
+
+@pytest.fixture
+def env(tmp_path):
+    return make_env(tmp_path)
 
 
 def key(env) -> str:
@@ -45,19 +51,34 @@ def dag_hashes(env) -> set[str]:
     return set(json.loads((env / "spack.lock").read_text())["concrete_specs"])
 
 
-def test_the_same_inputs_reuse_the_lockfile_spack_wrote(env, tmp_path):
-    lock_cache.concretize(env, reuse=False)
-    solved = (env / "spack.lock").read_bytes()
-    (env / "spack.lock").unlink()
+@pytest.fixture(scope="module")
+def side_by_side(tmp_path_factory):
+    """`climstack concretize --no-reuse -j 2 A B` once for the module, A with MANIFEST's
+    inputs and B with xpmem-stub alone: (A, B, the completed process). Both are solved
+    afresh, and A's lockfile is the one Spack wrote."""
+    a = make_env(tmp_path_factory.mktemp("side-by-side"))
+    b = a.parent / "other"
+    shutil.copytree(a, b)
+    data = yaml.safe_load((b / "spack.yaml").read_text())
+    data["spack"]["specs"] = [{"matrix": [["xpmem-stub"], ["$site_arch"]]}]
+    (b / "spack.yaml").write_text(yaml.safe_dump(data))
+    proc = subprocess.run(
+        [str(PROJECT_ROOT / "bin" / "climstack"), "concretize", "--no-reuse", "-j", "2"]
+        + [str(a), str(b)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return a, b, proc
+
+
+def test_the_same_inputs_reuse_the_lockfile_spack_wrote(side_by_side, env):
+    """`env` has A's inputs elsewhere (another directory, its own copy of the repository):
+    the same key, and the lockfile Spack wrote for A is copied in rather than solved."""
+    solved = side_by_side[0] / "spack.lock"
+    assert key(env) == key(solved.parent)
     assert lock_cache.concretize(env) is True
-    assert (env / "spack.lock").read_bytes() == solved
-    # another directory, the same content: the same key (the tests' copies share it)
-    other = tmp_path / "elsewhere"
-    shutil.copytree(env.parent, other, symlinks=True)
-    data = yaml.safe_load((other / "env" / "spack.yaml").read_text())
-    data["spack"]["repos"]["climstack"] = str(other / "repo")
-    (other / "env" / "spack.yaml").write_text(yaml.safe_dump(data))
-    assert key(other / "env") == key(env)
+    assert (env / "spack.lock").read_bytes() == solved.read_bytes()
 
 
 def test_a_changed_recipe_is_solved_again_with_its_new_hash(env):
@@ -88,28 +109,17 @@ def test_a_changed_scope_or_definition_changes_the_key(env, monkeypatch):
     assert key(env) != before
 
 
-def test_climstack_concretize_solves_environments_side_by_side(env, tmp_path):
+def test_climstack_concretize_solves_environments_side_by_side(side_by_side):
     """`climstack concretize -j 2 A B` runs both solves at once (the second starts before
     the first is done) and each gets its own lockfile. (Two environments with the same
     inputs would take turns: the second reuses the first one's solve.)"""
-    other = tmp_path / "other"
-    shutil.copytree(env, other)
-    data = yaml.safe_load((other / "spack.yaml").read_text())
-    data["spack"]["specs"] = [{"matrix": [["xpmem-stub"], ["$site_arch"]]}]
-    (other / "spack.yaml").write_text(yaml.safe_dump(data))
-    proc = subprocess.run(
-        [str(PROJECT_ROOT / "bin" / "climstack"), "concretize", "--no-reuse", "-j", "2"]
-        + [str(env), str(other)],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
+    a, b, proc = side_by_side
     steps = [line for line in proc.stderr.splitlines() if line.startswith("==> concretizing")]
     began = [line.endswith("--fresh ...") for line in steps]
     assert began == [True, True, False, False], proc.stderr  # both began, then both ended
     assert proc.stdout.count("concretized --fresh in") == 2
-    assert root_names(env) == ["mpi-probe", "xpmem-stub"]
-    assert root_names(other) == ["xpmem-stub"]
+    assert root_names(a) == ["mpi-probe", "xpmem-stub"]
+    assert root_names(b) == ["xpmem-stub"]
 
 
 def root_names(env) -> list[str]:
