@@ -19,8 +19,10 @@ from climstack.build import base_image
 from climstack.build import buildcache as bc
 from climstack.build import image_check, oci_cache, signing
 from climstack.build.registry import Registry
+from climstack.common import stamp
 from climstack.errors import ClimstackError
 from climstack.run import container_smoke, oci_images, plan
+from climstack.testing import centre
 from climstack.testing.centre import Centre
 
 SLICE = {"xpmem-stub", "mpi-probe", "netcdf-c"}
@@ -128,27 +130,36 @@ def test_cli_list_prints_target_site_and_signature(centre_a, pushed):
 
 
 @pytest.fixture(scope="module")
-def probe_image(centre_a, registry):
-    """Our Debian 12 base put into the registry (umoci, skopeo), then A's slice pushed on it
-    (`--base-image`): the reference of mpi-probe's runnable image."""
-    base = base_image.push(f"{registry.host}/climstack/debian")
-    assert base.endswith("/climstack/debian:12")
-    oci_cache.push(
-        centre_a[1], registry.url("centre-a/images"), base_image=base, run=centre_a[0].run
-    )
-    return f"{registry.host}/centre-a/images:{tag_of(centre_a, 'mpi-probe')}"
+def probe_image(centre_a):
+    """Our Debian 12 base put into a registry (umoci, skopeo), then A's slice pushed on it
+    (`--base-image`): (the registry, the reference of mpi-probe's runnable image).
+
+    The registry's storage is kept per slice and base, as `registry-smoke` keeps its own: a
+    later session pushes nothing, so the image keeps its digest and a runtime's cache of it
+    holds (Spack stamps each image config with the time of its push)."""
+    a, env, *_ = centre_a
+    roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
+    layout = (base_image.oci_layout() / "index.json").read_text()
+    with Registry(centre.DEMO / "registries" / stamp.digest(*roots, layout)) as registry:
+        with mock.patch.dict(os.environ, registry.environ()):
+            base = base_image.push(f"{registry.host}/climstack/debian")
+            assert base.endswith("/climstack/debian:12")
+            oci_cache.push(env, registry.url("centre-a/images"), base_image=base, run=a.run)
+        yield registry, f"{registry.host}/centre-a/images:{tag_of(centre_a, 'mpi-probe')}"
 
 
 @pytest.fixture(scope="module")
 def pulled(probe_image, tmp_path_factory):
     """mpi-probe's image pulled by a runtime and run, once per runtime for the module:
     runtime -> (mpi-probe's output, the directory it was pulled into)."""
+    registry, reference = probe_image
     done = {}
 
     def pull(runtime: str) -> tuple[str, Path]:
         if runtime not in done:
             work = tmp_path_factory.mktemp(f"pulled-{runtime}")
-            done[runtime] = container_smoke.run_pulled(probe_image, runtime, work=work), work
+            with mock.patch.dict(os.environ, registry.environ()):
+                done[runtime] = container_smoke.run_pulled(reference, runtime, work=work), work
         return done[runtime]
 
     return pull
@@ -167,7 +178,7 @@ def test_buildcache_image_lacks_the_recipe_guarantees(probe_image, pulled):
     """What our containerize recipe adds: the local site builds with Spack's default RPATH
     and nothing links libxpmem, so image_check flags mpi-probe in the buildcache image."""
     _, work = pulled("charliecloud")  # the image directory ch-image pulled
-    image_dir = oci_images.charliecloud_image_dir(work / "ch-image", probe_image)
+    image_dir = oci_images.charliecloud_image_dir(work / "ch-image", probe_image[1])
     probe = Path(oci_images.program(image_dir, "mpi-probe"))
     (info,) = image_check.mpi_users(image_check.scan(probe.parent, sysroot=image_dir))
     found = image_check.problems(info)
