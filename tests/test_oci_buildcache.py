@@ -149,15 +149,16 @@ def probe_image(centre_a):
 
 
 @pytest.fixture(scope="module")
-def pulled(probe_image, tmp_path_factory):
+def pulled(probe_image):
     """mpi-probe's image pulled by a runtime and run, once per runtime for the module:
-    runtime -> (mpi-probe's output, the directory it was pulled into)."""
+    runtime -> (mpi-probe's output, the directory it was pulled into). That directory is
+    kept, as the registry is: ch-image's storage and build cache in it, as a user's."""
     registry, reference = probe_image
+    work = centre.DEMO / "pulled"
     done = {}
 
     def pull(runtime: str) -> tuple[str, Path]:
         if runtime not in done:
-            work = tmp_path_factory.mktemp(f"pulled-{runtime}")
             with mock.patch.dict(os.environ, registry.environ()):
                 done[runtime] = container_smoke.run_pulled(reference, runtime, work=work), work
         return done[runtime]
@@ -184,6 +185,16 @@ def test_buildcache_image_lacks_the_recipe_guarantees(probe_image, pulled):
     found = image_check.problems(info)
     assert "DT_NEEDED lacks libxpmem.so.0" in found
     assert any(p.startswith("has DT_RPATH") for p in found)
+
+
+def test_pulled_images_are_named_without_the_registry_host():
+    """A registry on another port (a new loopback one each session) pulls onto the same
+    image directory, not a copy per port."""
+    a = oci_images.charliecloud_image_dir(Path("s"), "127.0.0.1:5000/centre-a/images:t")
+    b = oci_images.charliecloud_image_dir(Path("s"), "127.0.0.1:5001/centre-a/images:t")
+    assert a == b == Path("s/img/centre-a%images+t")
+    assert oci_images.local_name("registry.example.org/a/b:c") == "a/b:c"
+    assert oci_images.local_name("climstack/debian:12") == "climstack/debian:12"
 
 
 def test_base_image_reference_must_name_a_repository():

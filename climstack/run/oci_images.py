@@ -31,7 +31,9 @@ def _environ(user_var: str, password_var: str) -> dict:
 
 
 def pull_charliecloud(reference: str, storage: Path) -> Path:
-    """`ch-image pull` the image into a ch-image storage; its image directory."""
+    """`ch-image pull` the image into a ch-image storage; its image directory. The image is
+    named without its registry host, so that pulls from a registry on another port replace
+    it (and hit ch-image's build cache) rather than add a copy per port."""
     if not shutil.which("ch-image"):
         raise ClimstackError(
             "`ch-image` not found", fix="apt-get install charliecloud (bin/setup)"
@@ -40,7 +42,7 @@ def pull_charliecloud(reference: str, storage: Path) -> Path:
     auth = ["--auth"] if env.get("CH_IMAGE_USERNAME") else []
     with progress.step(f"ch-image pull {reference}"):
         process.run(
-            ["ch-image", "-s", storage, "pull", *auth, reference],
+            ["ch-image", "-s", storage, "pull", *auth, reference, local_name(reference)],
             f"ch-image pull {reference}",
             env=env,
             fix="check the reference (`climstack buildcache list oci://...`), the registry's "
@@ -49,9 +51,17 @@ def pull_charliecloud(reference: str, storage: Path) -> Path:
     return charliecloud_image_dir(storage, reference)
 
 
+def local_name(reference: str) -> str:
+    """REPOSITORY:TAG of HOST[:PORT]/REPOSITORY:TAG."""
+    host, _, rest = reference.partition("/")
+    if not rest or (host != "localhost" and not any(c in host for c in ".:")):
+        return reference  # no registry host in it
+    return rest
+
+
 def charliecloud_image_dir(storage: Path, reference: str) -> Path:
-    """Where `ch-image pull` puts `reference` in a ch-image storage."""
-    return storage / "img" / reference.replace("/", "%").replace(":", "+")
+    """Where `pull_charliecloud` puts `reference` in a ch-image storage."""
+    return storage / "img" / local_name(reference).replace("/", "%").replace(":", "+")
 
 
 def pull_apptainer(reference: str, sif: Path) -> Path:
