@@ -138,6 +138,7 @@ def pytest_runtest_protocol(item, nextitem):
 GIT_STATUS = pytest.StashKey[str]()
 DAEMONS = pytest.StashKey[set]()
 GPG_AGENTS = pytest.StashKey[set]()
+OLD_SESSIONS = pytest.StashKey[subprocess.Popen | None]()
 
 
 def git_status() -> str:
@@ -158,6 +159,7 @@ def pytest_sessionstart(session):
     if controls(config):
         config.stash[DAEMONS] = daemons(*daemon_marks(config))
         config.stash[GPG_AGENTS] = _gpg_agent_homes()
+        config.stash[OLD_SESSIONS] = remove_old_sessions(config._tmp_path_factory.getbasetemp())
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -167,6 +169,8 @@ def pytest_sessionfinish(session, exitstatus):
     config = session.config
     if not controls(config):
         return
+    if removing := config.stash.get(OLD_SESSIONS, None):
+        removing.wait()
     problems = []
     before, after = config.stash.get(GIT_STATUS, ""), git_status()
     if after != before:
@@ -179,6 +183,32 @@ def pytest_sessionfinish(session, exitstatus):
     if problems:
         print("\n" + "\n".join(problems))
         session.exitstatus = 1
+
+
+def remove_old_sessions(basetemp, keep: int = 3) -> subprocess.Popen | None:
+    """What pytest does as a session ends, started in the background as it begins: remove
+    the temporary directories of all but the newest `keep` sessions (pytest-N), about
+    150,000 files (images, Spack clones and installs) and 16 s after the last test. A
+    directory whose pytest still runs (its .lock names a live process) is left alone."""
+    number = basetemp.name.removeprefix("pytest-")
+    if not number.isdigit():  # --basetemp: no numbered sessions
+        return None
+    old = []
+    for path in basetemp.parent.glob("pytest-*"):
+        suffix = path.name.removeprefix("pytest-")
+        if suffix.isdigit() and int(suffix) <= int(number) - keep and not _running(path):
+            old.append(path)
+    return subprocess.Popen(["rm", "-rf", "--", *old]) if old else None
+
+
+def _running(session_dir) -> bool:
+    try:
+        os.kill(int((session_dir / ".lock").read_text()), 0)
+    except PermissionError:  # another user's process
+        return True
+    except (OSError, ValueError):  # no lock, or its process is gone
+        return False
+    return True
 
 
 @pytest.fixture
