@@ -109,12 +109,19 @@ class ChangedAfterApt(ds.DebianSources):
         return target
 
 
-def test_fill_debian_adds_the_archives_tarball_with_the_recipes_sha256(recipe, archive, tmp_path):
+def test_fill_debian_adds_the_archives_tarball_with_the_recipes_sha256(
+    recipe, archive, tmp_path, monkeypatch
+):
     env, tarball, _ = recipe
     report = sm.fill_from_debian(env, tmp_path / "mirror", ds.DebianSources(tmp_path / "apt"))
     need = sm.needed_sources(env)[0]
     assert report == {need["spec"]: f"added from Debian {PACKAGE} {VERSION} ({ORIG})"}
     assert (tmp_path / "mirror" / need["paths"][0]).read_bytes() == tarball
+    # filled again, the tarball is present: Debian's index is neither updated nor read
+    for step in ("update", "index"):
+        monkeypatch.setattr(ds.DebianSources, step, lambda self: pytest.fail("Debian index"))
+    again = sm.fill_from_debian(env, tmp_path / "mirror", ds.DebianSources(tmp_path / "apt"))
+    assert again == {need["spec"]: "present"}
 
 
 @pytest.mark.parametrize("language", ["", "de"])

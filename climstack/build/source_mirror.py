@@ -103,11 +103,10 @@ def fill_from_debian(
     """Fill mirror_dir with every source of the environment that Debian ships byte-identical.
 
     Returns spec -> what happened: "present", "added from <debian file>", or why not.
+    Debian's index is read (and updated) only when a source is not present already.
     """
     debian = debian or DebianSources()
-    if update or not (debian.root / "lists").is_dir():
-        debian.update()
-    index = debian.index()
+    index = None
     report = {}
     for need in needed_sources(env_dir, run):
         if (need["url"] or "").startswith("file:"):
@@ -120,6 +119,10 @@ def fill_from_debian(
         if target.is_file() and sha256sum(target) == need["sha256"]:
             report[need["spec"]] = "present"
             continue
+        if index is None:
+            if update or not (debian.root / "lists").is_dir():
+                debian.update()
+            index = debian.index()
         if need["sha256"] not in index:
             report[need["spec"]] = f"no Debian source file has sha256 {need['sha256']}"
             continue
