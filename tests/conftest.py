@@ -91,17 +91,19 @@ cpus_alone = pytest.mark.cpus_alone
 
 #: the work queue's head and tail (make test keeps this order: --no-loadscope-reorder, not
 #: xdist's largest-module-first, which queued the 170 s recipe build of a fresh machine
-#: last, alone). First the modules whose fixtures build the most on a fresh machine; last
-#: those with cpus_alone tests, which wait for the other worker's test in hand: at the tail
-#: those are short.
+#: last, alone). First the modules whose fixtures build the most on a fresh machine, then
+#: the longest warm one (test_verify.py, ~45 s), so that the short modules even out the
+#: two workers; last those with cpus_alone tests, which wait for the other worker's test
+#: in hand (at the tail those are short), the longer first.
 FIRST = (
     "test_apptainer_recipe.py",
     "test_oci_buildcache.py",
     "test_apptainer.py",
     "test_buildcache.py",
     "test_lock_cache.py",
+    "test_verify.py",
 )
-LAST = ("test_bench.py", "test_slurm.py")
+LAST = ("test_slurm.py", "test_bench.py")
 
 
 def pytest_collection_modifyitems(items):

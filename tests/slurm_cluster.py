@@ -157,21 +157,37 @@ class Cluster:
     def stop(self) -> None:
         if any(name == "slurmctld" for name, _ in self.pids):
             self.cancel_jobs()  # jobs first: stopping slurmd would orphan their steps
-        for name, pid_file in reversed(self.pids):
-            try:
-                pid = int(pid_file.read_text().split()[0])
-                os.kill(pid, signal.SIGTERM)
-            except (OSError, ValueError, IndexError):
-                continue
-            for _ in range(100):  # wait up to 10 s, then kill
-                try:
-                    os.kill(pid, 0)
-                except OSError:
-                    break
-                time.sleep(0.1)
-            else:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        # the Slurm daemons end side by side (a few seconds each), munged, which
+        # authenticates them, after them
+        _terminate([pid_file for name, pid_file in self.pids if name != "munged"])
+        _terminate([pid_file for name, pid_file in self.pids if name == "munged"])
         self.pids.clear()
+
+
+def _terminate(pid_files: list[Path], timeout: float = 10) -> None:
+    """SIGTERM the daemons of `pid_files`, then SIGKILL those still running after timeout."""
+    pids = []
+    for pid_file in pid_files:
+        try:
+            pid = int(pid_file.read_text().split()[0])
+            os.kill(pid, signal.SIGTERM)
+        except (OSError, ValueError, IndexError):
+            continue
+        pids.append(pid)
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.1)
+        pids = [pid for pid in pids if _alive(pid)]
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
