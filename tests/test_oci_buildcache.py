@@ -344,11 +344,12 @@ def test_disk_full_at_b_leaves_nothing_half_installed(centre_a, pushed, trusting
         with pytest.raises(ClimstackError) as err:
             oci_cache.install(env, pushed[0], run=b.run)
         assert "No space left on device" in str(err.value)
-        installed = {}  # what Spack's database holds under B's root
-        for name in spack_find(b, env):
-            prefix = Path(b.run("location", "-i", name, env=env).stdout.strip())
-            if prefix.is_relative_to(b.install_root):
-                installed[name] = prefix
+        found = b.run("find", "--format", "{name} {prefix}", env=env).stdout.split("\n")
+        installed = {  # what Spack's database holds under B's root
+            name: Path(prefix)
+            for name, prefix in (line.split() for line in found if len(line.split()) == 2)
+            if Path(prefix).is_relative_to(b.install_root)
+        }
         assert "gcc-runtime" in installed and not SLICE <= set(installed)  # mid-install
         for prefix in installed.values():  # each whole: its provenance was written last
             assert (prefix / ".spack" / "spec.json").is_file()
