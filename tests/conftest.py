@@ -20,6 +20,8 @@ from climstack.pins import cache_dir
 
 # Host-independence: ignore the user's and the system's Spack configuration.
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
+# Hypothesis keeps its files in the user cache, not in the checkout (which must stay clean)
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(cache_dir() / "hypothesis"))
 
 #: tests that run containers need Debian's charliecloud, mmdebstrap and gcc
 needs_charliecloud = pytest.mark.skipif(

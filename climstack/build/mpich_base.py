@@ -63,7 +63,7 @@ def base_of(cray_mpich: str) -> tuple[str, str]:
             return base, source
     raise ClimstackError(
         f"no known ANL MPICH base for cray-mpich {cray_mpich}",
-        fix="add it to CRAY_MPICH_BASES in climstack/mpich_base.py with its HPE source",
+        fix="add it to CRAY_MPICH_BASES in climstack/build/mpich_base.py with its HPE source",
     )
 
 

@@ -1,14 +1,49 @@
 """Run external commands: captured, with a ClimstackError naming what failed, or streamed
-line by line under a progress step (long Spack installs show Spack's own lines)."""
+line by line under a progress step (long Spack installs show Spack's own lines).
+
+Every command runs in a process group of its own, and its timeout counts from its start
+whether or not it prints: at the deadline the whole group (with any children that hold its
+output open) is killed and the error says so."""
 
 import os
+import queue
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 from climstack.errors import ClimstackError
 
 TAIL = 3000  # characters of a failed command's output quoted in the error
+
+
+def _start(command: list, what: str, fix: str, **popen) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(command, text=True, start_new_session=True, **popen)
+    except FileNotFoundError as err:
+        raise ClimstackError(
+            f"{what}: `{command[0]}` not found",
+            fix=fix or "install it (bin/setup installs the tools the project uses)",
+        ) from err
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill the command's process group (its children too) and reap it."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _timed_out(what: str, command: list, timeout: float, output: str, fix: str):
+    silent = " printing nothing" if not output.strip() else ""
+    return ClimstackError(
+        f"{what}: `{' '.join(command[:3])} ...` still running after {timeout:g} s{silent}, "
+        f"stopped" + (f"; its last output:\n{output.strip()[-TAIL:]}" if output.strip() else ""),
+        fix=fix or "find out why it hangs (run the command by hand), or raise its timeout",
+    )
 
 
 def run(
@@ -17,30 +52,36 @@ def run(
     *,
     env: dict | None = None,
     cwd=None,
-    timeout: int = 3600,
+    timeout: float = 3600,
     check: bool = True,
     fix: str = "",
 ) -> subprocess.CompletedProcess:
     """Run `command` capturing text output; raise a ClimstackError naming `what` on failure."""
     command = [str(part) for part in command]
+    proc = _start(
+        command, what, fix, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env
+    )
     try:
-        proc = subprocess.run(
-            command, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env
-        )
-    except FileNotFoundError as err:
-        raise ClimstackError(
-            f"{what}: `{command[0]}` not found",
-            fix=fix or "install it (bin/setup installs the tools the project uses)",
-        ) from err
-    except subprocess.TimeoutExpired as err:
-        raise ClimstackError(
-            f"{what}: `{' '.join(command[:3])} ...` still running after " f"{timeout} s, stopped",
-            fix=fix,
-        ) from err
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        stdout, stderr = proc.communicate()
+        raise _timed_out(what, command, timeout, stderr or stdout or "", fix) from None
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C): leave nothing running
+            _stop(proc)
     if check and proc.returncode != 0:
-        output = (proc.stderr.strip() or proc.stdout.strip())[-TAIL:]
+        output = (stderr.strip() or stdout.strip())[-TAIL:]
         raise ClimstackError(f"{what} failed (exit {proc.returncode}):\n{output}", fix=fix)
-    return proc
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
+
+
+def _pump(pipe, lines: queue.Queue) -> None:
+    """Pass the pipe's lines on, then None at its end (the reader blocks, the caller does not)."""
+    with pipe:
+        for line in pipe:
+            lines.put(line)
+    lines.put(None)
 
 
 def stream(
@@ -49,7 +90,7 @@ def stream(
     *,
     env: dict | None = None,
     cwd=None,
-    timeout: int = 7200,
+    timeout: float = 7200,
     fix: str = "",
     keep=lambda line: True,
 ) -> subprocess.CompletedProcess:
@@ -57,17 +98,16 @@ def stream(
     and return it like `run` (stdout holds the whole output)."""
     command = [str(part) for part in command]
     start = time.monotonic()
+    proc = _start(
+        command, what, fix, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env
+    )
+    arrived: queue.Queue = queue.Queue()
+    threading.Thread(target=_pump, args=(proc.stdout, arrived), daemon=True).start()
     lines = []
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=cwd,
-        env=env,
-        bufsize=1,
-    ) as proc:
-        for line in proc.stdout:
+    try:
+        while (
+            line := arrived.get(timeout=max(start + timeout - time.monotonic(), 0))
+        ) is not None:
             lines.append(line)
             if keep(line):
                 print(
@@ -75,9 +115,13 @@ def stream(
                     file=sys.stderr,
                     flush=True,
                 )
-            if time.monotonic() - start > timeout:
-                proc.kill()
-                raise ClimstackError(f"{what}: still running after {timeout} s, stopped", fix=fix)
+        proc.wait(timeout=max(start + timeout - time.monotonic(), 0))
+    except (queue.Empty, subprocess.TimeoutExpired):
+        _stop(proc)
+        raise _timed_out(what, command, timeout, "".join(lines), fix) from None
+    finally:
+        if proc.poll() is None:
+            _stop(proc)
     output = "".join(lines)
     if proc.returncode != 0:
         raise ClimstackError(

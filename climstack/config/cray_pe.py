@@ -3,6 +3,7 @@
 CPE releases and their defaults (/opt/cray/pe/cpe/<YY.MM>/modulerc.lua), and the module
 tree (Tcl `.version` files and modulefiles, Lmod `default` links and .lua modulefiles)."""
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -110,18 +111,34 @@ class CrayPe:
     def module_default(self, module: str) -> tuple[str, str] | None:
         """(version, where it is set) of what `module load <module>` loads: the module's
         `.version` file or `default` link, else the default CPE release's modulerc."""
+        found = self._module_tree_default(module)
+        if found or module == "cpe":
+            return found
+        release = self.default_cpe()
+        return self.cpe_defaults(release[0]).get(module) if release else None
+
+    def _module_tree_default(self, module: str) -> tuple[str, str] | None:
+        """The default the module tree itself sets: a `.version` file or a `default` link
+        to a version that exists (a dangling or looping link sets none)."""
         for directory in self._module_dirs(module):
             version_file, link = directory / ".version", directory / "default"
-            if version_file.is_file():
-                match = re.search(r"ModulesVersion\s+\"?([^\s\"]+)", version_file.read_text())
-                if match:
-                    return match.group(1), str(version_file)
-            if link.is_symlink():
-                return link.resolve().name.removesuffix(".lua"), str(link)
-        release = self.default_cpe()
-        if release and module != "cpe":
-            return self.cpe_defaults(release[0]).get(module)
+            text = _read_text(version_file)
+            match = text and re.search(r"ModulesVersion\s+\"?([^\s\"]+)", text)
+            if match:
+                return match.group(1), str(version_file)
+            if link.is_symlink() and link.exists():
+                return Path(os.readlink(link)).name.removesuffix(".lua"), str(link)
         return None
+
+    def unknown_default(self, module: str) -> str:
+        """Why no default of `module` could be decided, with what would decide it."""
+        if not self.has_module_system():
+            where = f"no module tree under {self.root}"
+        else:
+            where = f"no .version file or default link for {module} under {self.root}"
+        if not self.cpe_releases():
+            where += f", no CPE release under {self.path(CPE_DIR)}"
+        return f"default unknown: {where}"
 
     def cpe_releases(self) -> list[str]:
         base = self.path(CPE_DIR)
@@ -134,19 +151,20 @@ class CrayPe:
 
     def default_cpe(self) -> tuple[str, str] | None:
         """The CPE release `module load cpe` gives, else /opt/cray/pe/cpe/default."""
-        found = self.module_default("cpe")
+        found = self._module_tree_default("cpe")
         link = self.path(f"{CPE_DIR}/default")
-        return found or ((link.resolve().name, str(link)) if link.is_symlink() else None)
+        if found or not (link.is_symlink() and link.exists()):
+            return found
+        return Path(os.readlink(link)).name, str(link)
 
     def cpe_defaults(self, release: str) -> dict[str, tuple[str, str]]:
         """module -> (version, file) that CPE `release` makes the default."""
         defaults = {}
         for name in ("modulerc.lua", ".modulerc"):
             rc = self.path(f"{CPE_DIR}/{release}/{name}")
-            if rc.is_file():
-                for match in MODULERC_DEFAULT.finditer(rc.read_text()):
-                    module, version = match.group(1, 2) if match.group(1) else match.group(3, 4)
-                    defaults[module] = (version, str(rc))
+            for match in MODULERC_DEFAULT.finditer(_read_text(rc) or ""):
+                module, version = match.group(1, 2) if match.group(1) else match.group(3, 4)
+                defaults[module] = (version, str(rc))
         return defaults
 
     def module_prefix(self, module: str, variable: str) -> str:
@@ -164,6 +182,14 @@ class CrayPe:
                 fix="give the external a prefix: in the site scope",
             )
         return values[variable]
+
+
+def _read_text(path: Path) -> str | None:
+    """The text of a regular file, None if it is missing, not a file or unreadable."""
+    try:
+        return path.read_text(errors="replace") if path.is_file() else None
+    except OSError:
+        return None
 
 
 def _tcl(path: Path) -> dict[str, str]:

@@ -97,7 +97,9 @@ def _compare(finding: Finding, pe: CrayPe) -> None:
     installed = pe.installed(component)
     newer = [v for v in installed if version_key(v) > version_key(pinned)]
     default = pe.module_default(component.module)
-    if default and default[0] != pinned:
+    if default is None:
+        finding.notes.append(pe.unknown_default(component.module))
+    elif default[0] != pinned:
         finding.problems.append(f"default changed: {pinned} -> {default[0]} ({default[1]})")
         finding.proposed = default[0]
     others = [v for v in newer if v != finding.proposed]
@@ -112,7 +114,14 @@ def consequences(findings: list[Finding], site: sites.Site) -> list[str]:
     lines = []
     for f in findings:
         if f.package == "cray-mpich" and f.proposed:
-            old, new = mpich_base.base_of(f.pinned)[0], mpich_base.base_of(f.proposed)[0]
+            try:
+                old, new = _bases(f)
+            except ClimstackError as err:
+                lines.append(
+                    f"cray-mpich {f.pinned} -> {f.proposed}: the container's MPICH pin is not "
+                    f"checked: {err.message} (fix: {err.fix})"
+                )
+                continue
             if _series(old) != _series(new):
                 lines.append(
                     f"cray-mpich {f.pinned} -> {f.proposed} changes the ANL MPICH base "
@@ -120,6 +129,11 @@ def consequences(findings: list[Finding], site: sites.Site) -> list[str]:
                     f"{_series(new)} ({_container_manifest(site) or 'no container environment'})"
                 )
     return lines
+
+
+def _bases(f: Finding) -> tuple[str, str]:
+    """The ANL MPICH bases of the pinned and the proposed cray-mpich."""
+    return mpich_base.base_of(f.pinned)[0], mpich_base.base_of(f.proposed)[0]
 
 
 def _series(version: str) -> str:
@@ -226,8 +240,11 @@ def _container_pin(site: sites.Site, findings: list[Finding]):
     mpich = next((f for f in findings if f.package == "cray-mpich" and f.proposed), None)
     if not (manifest and mpich):
         return None
-    new = _series(mpich_base.base_of(mpich.proposed)[0])
-    if new == _series(mpich_base.base_of(mpich.pinned)[0]):
+    try:
+        old, new = map(_series, _bases(mpich))
+    except ClimstackError:  # an unknown base: the report's consequence line says so
+        return None
+    if new == old:
         return None
     text, data = _load(_yaml(), manifest)
     pin = CommentedSeq([f"@{new}"])
@@ -263,6 +280,11 @@ def report(site: sites.Site, pe: CrayPe, findings: list[Finding]) -> str:
     lines += [f"  consequence: {line}" for line in consequences(findings, site)]
     if not pe.has_module_system():
         lines.append("  note: no module tree found, modules were not checked")
+    if any("default unknown" in note for f in findings for note in f.notes):
+        lines.append(
+            "  fix for unknown defaults: run drift on a login node (--root /), or give --root "
+            "a copy that includes /opt/cray/pe/modulefiles (or lmod/) and /opt/cray/pe/cpe"
+        )
     drifted = sum(1 for f in findings if f.problems)
     lines.append(f"{drifted} of {len(findings)} Cray PE externals drifted")
     return "\n".join(lines)
