@@ -1,7 +1,8 @@
 """`climstack bench local`: install the local environment (the stack and the four
 benchmarks, from offline sources), run the comparison and write its report;
 `climstack bench report DIR...`: the same report from raw outputs copied back from a centre
-(a directory of Slurm .out files)."""
+(a directory of Slurm .out files) or published by others (`--label FILE=MODE`, sidecars);
+exit status 1 when anything was left out, 2 for bad arguments."""
 
 import argparse
 import os
@@ -101,12 +102,24 @@ def run_emit(args) -> None:
     print("then: climstack bench report DIR_OF_THEIR_OUT_FILES")
 
 
-def run_report(args) -> None:
+def run_report(args) -> int:
+    """The report; exit status 1 if anything was left out (listed in it), else 0."""
     out = Path(args.out) if args.out else Path(args.paths[0]) / "report"
-    paths = write_report(collect.read_paths([Path(p) for p in args.paths]), out)
+    labels = collect.parse_labels(args.label)
+    found = collect.read_paths([Path(p) for p in args.paths], labels)
+    paths = write_report(found, out)
     print(f"climstack bench: report in {out}")
     for path in paths:
         print(f"  {path}")
+    if found[2]:
+        files = len({p.path for p in found[2]})
+        print(
+            f"climstack bench: {len(found[2])} problem(s) in {files} file(s): left out, listed "
+            f"under 'Left out' in {out / 'report.md'}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def register(commands) -> None:
@@ -146,4 +159,12 @@ def register(commands) -> None:
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")
     rep.add_argument("--out", help="report directory (default: FIRST_PATH/report)")
+    rep.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="FILE=MODE",
+        help="the mode of an output without a header line (FILE: its name, path or a glob); "
+        "repeatable. A sidecar FILE.yaml (mode: native, benchmark: osu, ranks: 128) does too",
+    )
     rep.set_defaults(run=run_report)

@@ -1,23 +1,51 @@
-"""Raw output files (ours, or a directory of Slurm .out files copied back from a centre)
-into records. Each run in a file starts with a header line the runner and the emitted job
-scripts print, e.g.
+"""Raw output files (ours, a directory of Slurm .out files copied back from a centre, or
+outputs others published) into records. Each run in a file starts with a header line the
+runner and the emitted job scripts print, e.g.
 
     climstack-bench: benchmark=osu mode=bind ranks=128 nodes=1 runtime=apptainer \
         site=archer2 repeat=2   (one line)
     climstack-bench: failed benchmark=osu mode=fabric reason="..."
 
-A file without one is read as a single run whose context is unknown (mode `unknown`)."""
+A file without one is a single run whose context comes from its sidecar `FILE.yaml`
+(`mode: native`, and any other header key) or from `--label FILE=MODE`; a header line
+wins over both, a label over the sidecar. What cannot be read (an unknown format, no mode,
+a garbled line) is left out with a Problem naming the file, the line and the fix."""
 
+import re
 import shlex
+from collections import Counter, defaultdict
+from dataclasses import replace
+from fnmatch import fnmatch
 from pathlib import Path
+
+import yaml
 
 from climstack.bench import formats
 from climstack.bench.records import Failure, Problem, Record
 from climstack.errors import ClimstackError
 
 HEADER = "climstack-bench:"
-DEFAULTS = {"mode": "unknown", "runtime": "none", "site": "unknown", "nodes": "1", "repeat": "1"}
+DEFAULTS = {"runtime": "none", "site": "unknown", "nodes": "1"}
+#: what a header line, a sidecar or a label may say about a run
+KEYS = ("benchmark", "mode", "ranks", "nodes", "runtime", "site", "repeat", "operation")
+COUNTS = ("ranks", "nodes", "repeat")
 SUFFIXES = (".out", ".txt", ".log")
+SIDECAR = ".yaml"  # slurm-1.out.yaml describes slurm-1.out
+MODE_NAME = re.compile(r"[\w.+-]+")
+#: operations a file name can name, for a table pasted without its title line
+NAMED_OPERATIONS = {
+    "latency", "bw", "bibw", "multi_lat", "mbw_mr", "allgather", "allgatherv", "allreduce",
+    "alltoall", "alltoallv", "barrier", "bcast", "gather", "gatherv", "reduce", "scatter",
+    "scatterv", "reduce_scatter", "PingPong", "PingPing", "Sendrecv", "Exchange",
+}  # fmt: skip
+
+
+class LeftOut(Exception):
+    """A run or file that cannot be read: where, why and the fix."""
+
+    def __init__(self, line: int, message: str, fix: str = ""):
+        super().__init__(message)
+        self.line, self.message, self.fix = line, message, fix
 
 
 def _header(text: str) -> dict[str, str]:
@@ -41,62 +69,156 @@ def _runs(lines: list[str]) -> list[tuple[dict, list[tuple[int, str]]]]:
     return [(c, b) for c, b in runs if c or any(t.strip() for _, t in b)]
 
 
-def read_file(path: Path) -> tuple[list[Record], list[Failure], list[Problem]]:
+def sidecar(path: Path) -> dict[str, str]:
+    """What `path`'s sidecar FILE.yaml says about its run; {} without one."""
+    side = path.with_name(path.name + SIDECAR)
+    if not side.is_file():
+        return {}
+    example = "mode: native\nbenchmark: mpibench\nranks: 128"
+    try:
+        data = yaml.safe_load(side.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        line = getattr(getattr(err, "problem_mark", None), "line", 0) + 1
+        raise LeftOut(line, f"sidecar {side.name} does not read: {err}", fix=example) from None
+    if not isinstance(data, dict) or set(map(str, data)) - set(KEYS):
+        extra = sorted(set(map(str, data)) - set(KEYS)) if isinstance(data, dict) else []
+        raise LeftOut(
+            1,
+            f"sidecar {side.name}: "
+            + (f"unknown key(s) {', '.join(extra)}" if extra else "no map"),
+            fix=f"a YAML map of {', '.join(KEYS)}, e.g. " + example.replace("\n", ", "),
+        )
+    if "benchmark" in data and data["benchmark"] not in formats.FORMATS:
+        raise LeftOut(
+            1,
+            f"sidecar {side.name}: benchmark {data['benchmark']!r} is no format known",
+            fix="one of " + ", ".join(formats.FORMATS),
+        )
+    return {str(key): str(value) for key, value in data.items()}
+
+
+def _operation(path: Path, run: dict) -> str:
+    """The operation of a table without a title: the sidecar's, or one the file name says."""
+    if run.get("operation"):
+        return run["operation"]
+    words = re.split(r"[^A-Za-z0-9]+", path.name.split(".")[0].removeprefix("osu_"))
+    words.append(path.name.split(".")[0].removeprefix("osu_"))
+    return next((w for w in reversed(words) if w in NAMED_OPERATIONS), "unknown")
+
+
+def _check(path: Path, run: dict, body, name: str | None) -> None:
+    """A run the report can use, or LeftOut with the fix."""
+    first = body[0][0] if body else 1
+    if name is None:
+        raise LeftOut(
+            first,
+            "output of an unknown format, left out",
+            fix="give the raw output of one of: "
+            + formats.known()
+            + f"; or name its format in a sidecar {path.name}{SIDECAR} (`benchmark: osu`)",
+        )
+    if "mode" not in run:
+        raise LeftOut(
+            first,
+            f"{name} output with no mode (no `{HEADER}` header line), left out",
+            fix=f"a sidecar {path.name}{SIDECAR} saying `mode: native` (or bind, hybrid, ...), "
+            f"or --label {path.name}=MODE",
+        )
+    if not MODE_NAME.fullmatch(run["mode"]):
+        raise LeftOut(first - 1, f"mode {run['mode']!r} is no mode name; run left out")
+    bad = [key for key in COUNTS if not run.get(key, "0").isdigit()]
+    if bad:
+        raise LeftOut(first - 1, f"header {bad[0]}={run[bad[0]]!r} is no count; run left out")
+
+
+def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> list[Record]:
+    name = formats.detect(body)
+    if name is None and run.get("benchmark") in formats.FORMATS:
+        name = run["benchmark"]  # no banner, no data line: the header or sidecar says
+    _check(path, run, body, name)
+
+    def warn(line: int, message: str):
+        problems.append(Problem(str(path), line, message + "; left out"))
+
+    found = list(formats.FORMATS[name].parse(body, warn, _operation(path, run)))
+    if not found:
+        last = body[-1][0] if body else 1
+        raise LeftOut(last, f"{name} output with no results (truncated?); left out")
+    if "repeat" not in run:  # runs without one count up per benchmark, mode and operations
+        key = (name, run["mode"], frozenset(m.operation for m in found))
+        repeats[key] += 1
+        run = {**run, "repeat": str(repeats[key])}
+    return [
+        Record(
+            benchmark=name,
+            operation=m.operation,
+            bytes=m.bytes,
+            ranks=int(run.get("ranks") or m.ranks or 0),
+            nodes=int(run["nodes"]),
+            mode=run["mode"],
+            runtime=run["runtime"],
+            site=run["site"],
+            metric=m.metric,
+            value=m.value,
+            unit=m.unit,
+            repeat=int(run["repeat"]),
+        )
+        for m in found
+    ]
+
+
+def read_file(
+    path: Path, label: str | None = None, repeats: Counter | None = None
+) -> tuple[list[Record], list[Failure], list[Problem]]:
+    """One output file's records, failed runs and problems; `label`: its mode if no header
+    line says one."""
     records, failures, problems = [], [], []
-    text = path.read_text(errors="replace")
+    repeats = Counter() if repeats is None else repeats
+    try:
+        text = path.read_text(errors="replace")
+        given = {**sidecar(path), **({"mode": label} if label else {})}
+    except OSError as err:
+        return [], [], [Problem(str(path), 1, f"cannot read: {err.strerror}", "make it readable")]
+    except LeftOut as why:
+        side = path.with_name(path.name + SIDECAR)
+        message = f"{why.message}; {path.name} left out"
+        return [], [], [Problem(str(side), why.line, message, why.fix)]
     for context, body in _runs(text.splitlines()):
         if context.get("failed"):
             failures.append(
                 Failure(context.get("benchmark", "?"), context.get("mode", "?"), context["reason"])
             )
             continue
-        name = formats.detect(body)
-        if name is None:
-            raise ClimstackError(
-                f"{path}: line {body[0][0] if body else 1}: output of an unknown format",
-                fix="give raw output of one of: " + ", ".join(formats.FORMATS),
-            )
-        run = {**DEFAULTS, **context}
-        bad = [key for key in ("ranks", "nodes", "repeat") if not run.get(key, "0").isdigit()]
-        if bad:
-            line = body[0][0] - 1 if body else 1
-            problems.append(
-                Problem(
-                    str(path), line, f"header {bad[0]}={run[bad[0]]!r} is no count; run left out"
-                )
-            )
-            continue
-
-        def warn(line: int, message: str, path=path):
-            problems.append(Problem(str(path), line, message + "; left out"))
-
-        found = list(formats.FORMATS[name][1](body, warn))
-        if not found:
-            last = body[-1][0] if body else 1
-            problems.append(
-                Problem(str(path), last, f"{name} output with no results (truncated?); left out")
-            )
-        for m in found:
-            records.append(
-                Record(
-                    benchmark=name,
-                    operation=m.operation,
-                    bytes=m.bytes,
-                    ranks=int(run.get("ranks") or m.ranks or 0),
-                    nodes=int(run["nodes"]),
-                    mode=run["mode"],
-                    runtime=run["runtime"],
-                    site=run["site"],
-                    metric=m.metric,
-                    value=m.value,
-                    unit=m.unit,
-                    repeat=int(run["repeat"]),
-                )
-            )
+        try:
+            records += _read_run(path, {**DEFAULTS, **given, **context}, body, problems, repeats)
+        except LeftOut as why:
+            problems.append(Problem(str(path), why.line, why.message, why.fix))
     return records, failures, problems
 
 
-def read_paths(paths: list[Path]) -> tuple[list[Record], list[Failure], list[Problem]]:
+def parse_labels(values: list[str]) -> dict[str, str]:
+    """--label FILE=MODE options into {FILE: MODE}; FILE may be a glob (`cray-*.txt`)."""
+    labels = {}
+    for value in values:
+        file, _, mode = value.rpartition("=")
+        if not file or not MODE_NAME.fullmatch(mode):
+            raise ClimstackError(
+                f"--label {value}: not FILE=MODE", fix="e.g. --label cray-built.txt=native"
+            )
+        labels[file] = mode
+    return labels
+
+
+def _label_of(path: Path, labels: dict[str, str]) -> str | None:
+    for pattern, mode in labels.items():
+        if pattern in (str(path), path.name) or fnmatch(path.name, pattern):
+            return mode
+        if fnmatch(str(path), pattern) or Path(pattern).resolve() == path.resolve():
+            return mode
+    return None
+
+
+def output_files(paths: list[Path]) -> list[Path]:
     """Every output file under `paths` (directories: *.out, *.txt, *.log)."""
     files = []
     for path in paths:
@@ -111,10 +233,42 @@ def read_paths(paths: list[Path]) -> tuple[list[Record], list[Failure], list[Pro
             f"no output files ({', '.join(SUFFIXES)}) under {', '.join(map(str, paths))}",
             fix="copy the jobs' Slurm .out files there",
         )
-    records, failures, problems = [], [], []
+    return files
+
+
+def read_paths(
+    paths: list[Path], labels: dict[str, str] | None = None
+) -> tuple[list[Record], list[Failure], list[Problem]]:
+    """Every output file under `paths`; `labels`: {FILE or glob: mode} (--label)."""
+    files, labels = output_files(paths), labels or {}
+    for pattern in labels:
+        if not any(_label_of(path, {pattern: "x"}) for path in files):
+            raise ClimstackError(
+                f"--label {pattern}={labels[pattern]}: no output file matches {pattern}",
+                fix="name one of: " + ", ".join(str(p) for p in files[:10]),
+            )
+    records, failures, problems, repeats = [], [], [], Counter()
     for path in files:
-        found = read_file(path)
+        found = read_file(path, _label_of(path, labels), repeats)
         records += found[0]
         failures += found[1]
         problems += found[2]
-    return records, failures, problems
+    return fill_ranks(records), failures, problems
+
+
+def fill_ranks(records: list[Record]) -> list[Record]:
+    """Records of an output that does not say its ranks (0) take those of the benchmark's
+    other records of the same operation, when they all agree: a labelled excerpt pairs
+    with the runs it is compared to."""
+    known = defaultdict(set)
+    for r in records:
+        if r.ranks:
+            known[(r.benchmark, r.operation)].add(r.ranks)
+    return [
+        (
+            replace(r, ranks=next(iter(known[key])))
+            if not r.ranks and len(known[key := (r.benchmark, r.operation)]) == 1
+            else r
+        )
+        for r in records
+    ]

@@ -1,8 +1,14 @@
-"""Parsers of each benchmark's native output: OSU micro-benchmarks, mpiBench, NetCDF-Bench
-(benchtool), benchio and Intel's IMB. Each takes the numbered lines of one run and yields
-measurements; a line it cannot read is a Problem, never a silent drop or a crash."""
+"""Parsers of each benchmark's native output: OSU micro-benchmarks (C, and the Python
+OMB-Py of OSU 7.x), Intel's IMB, mpiBench, NetCDF-Bench (benchtool), benchio and a model's
+FMS clock table (MOM6). Each takes the numbered lines of one run and yields measurements;
+a line it cannot read is a Problem, never a silent drop or a crash.
+
+A format is recognised by its banner (`# OSU MPI Latency Test v7.4`, `START mpiBench`) or,
+in an excerpt pasted without it, by its data lines (an OSU `# Size  Latency (us)` column
+header, mpiBench's `Bytes: ... Iters:` rows, ...); free text around the table is ignored."""
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -24,6 +30,8 @@ class Garbled(Exception):
 
 Lines = list[tuple[int, str]]
 Warn = Callable[[int, str], None]
+#: parser(lines, warn, operation): `operation` names a table that has no title line
+Parser = Callable[[Lines, Warn, str], Iterator[Measurement]]
 
 
 def _numbers(text: str, count: int) -> list[float]:
@@ -64,34 +72,64 @@ def _lines(lines: Lines, warn: Warn, read) -> Iterator[Measurement]:
             warn(number, str(err))
 
 
-# --- OSU: "# OSU MPI Allgather Latency Test v7.4" then "# Size  Avg Latency(us)" rows
-OSU_TITLE = re.compile(r"^# OSU MPI(?:-\w+)? (.+?) Test v[\d.]+")
-OSU_OPERATIONS = {
-    "Latency": "latency",
-    "Bandwidth": "bw",
-    "Bi-Directional Bandwidth": "bibw",
-    "Allgather Latency": "allgather",
-    "Broadcast Latency": "bcast",
-    "Allreduce Latency": "allreduce",
-    "All-to-All Personalized Exchange Latency": "alltoall",
+# --- OSU (C): "# OSU MPI Allgather Latency Test v7.4", then "# Size  Avg Latency(us)" rows;
+# OMB-Py: "# OMB Python MPI Latency Test" or "# OMB-Py MPI Bandwidth Test", then
+# "# Size (B)  Latency (us)" rows. Both name operations as the programs do (osu_<name>).
+OSU_TITLE = re.compile(r"^# (?:OSU|OMB Python|OMB-Py) MPI(?:-\w+)?[ _](.+?) Test(?: v[\d.]+)?\s*$")
+OSU_NAMES = {
+    "latency": "latency",
+    "bandwidth": "bw",
+    "bi-directional bandwidth": "bibw",
+    "multi latency": "multi_lat",
+    "multiple bandwidth / message rate": "mbw_mr",
+    "broadcast": "bcast",
+    "all-to-all personalized exchange": "alltoall",
+    "all-to-allv personalized exchange": "alltoallv",
+    "all-to-all": "alltoall",
 }
+OSU_COLUMNS = re.compile(r"^# (?:Size(?: \(B\))?\s+)?(?:Avg )?(Latency|Bandwidth|MB/s)")
 
 
-def osu(lines: Lines, warn: Warn) -> Iterator[Measurement]:
-    table = {"operation": "unknown", "metric": None, "unit": None}
+def osu_operation(title: str) -> str:
+    """The program's name for a test title: 'Allgather Latency' -> allgather,
+    'Non-blocking Allreduce Latency' -> iallreduce, 'Bandwidth Persistent' -> bw_persistent."""
+    name = title.lower()
+    if name in OSU_NAMES:
+        return OSU_NAMES[name]
+    name = name.removesuffix(" latency")
+    persistent = name.endswith(" persistent")
+    name = name.removesuffix(" persistent").removesuffix(" latency")
+    blocking = name.startswith("non-blocking ")
+    name = name.removeprefix("non-blocking ")
+    name = OSU_NAMES.get(name, name).replace(" ", "_").replace("-", "")
+    return ("i" if blocking else "") + name + ("_persistent" if persistent else "")
+
+
+def osu(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
+    table = {"operation": operation, "metric": None, "unit": None, "sized": True}
 
     def read(number, text):
         title = OSU_TITLE.match(text)
+        columns = OSU_COLUMNS.match(text)
         if title:
-            table["operation"] = OSU_OPERATIONS.get(title.group(1), title.group(1).lower())
-        elif text.startswith("# Size"):
-            bandwidth = "MB/s" in text
+            table["operation"] = osu_operation(title.group(1))
+        elif columns:
+            bandwidth = columns.group(1) != "Latency"
             table["metric"] = "bandwidth" if bandwidth else "latency"
             table["unit"] = "MB/s" if bandwidth else "us"
+            table["sized"] = text.startswith("# Size")
         elif text.strip() and not text.startswith("#") and table["metric"]:
-            size, value = _numbers(text, 2)
+            if table["sized"]:
+                size, value = _numbers(text, 2)
+            else:  # osu_barrier: one column, no size
+                size, value = None, _numbers(text, 1)[0]
             yield Measurement(
-                number, table["operation"], int(size), table["metric"], value, table["unit"]
+                number,
+                table["operation"],
+                None if size is None else int(size),
+                table["metric"],
+                value,
+                table["unit"],
             )
 
     return _lines(lines, warn, read)
@@ -99,11 +137,11 @@ def osu(lines: Lines, warn: Warn) -> Iterator[Measurement]:
 
 # --- mpiBench: "Bcast\tBytes:\t16\tIters:\t1000\tAvg:\t0.9\tMin: ... Ranks: 2", usec
 MPIBENCH_ROW = re.compile(
-    r"^(\w+)\s+Bytes:\s+(\d+)\s+Iters:\s+\d+\s+Avg:\s+(\S+)\s+Min:.*Ranks:\s+(\d+)"
+    r"^\s*(\w+)\s+Bytes:\s+(\d+)\s+Iters:\s+\d+\s+Avg:\s+(\S+)\s+Min:.*Ranks:\s+(\d+)"
 )
 
 
-def mpibench(lines: Lines, warn: Warn) -> Iterator[Measurement]:
+def mpibench(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
     def read(number, text):
         if "Bytes:" in text:
             operation, size, value, ranks = _match(MPIBENCH_ROW, text, "an mpiBench result")
@@ -121,7 +159,7 @@ NETCDF_METRICS = {"I/O Performance": "rate", "I/O time": "time"}  # rate with op
 # as the ARCHER2 guide reports it
 
 
-def netcdf_bench(lines: Lines, warn: Warn) -> Iterator[Measurement]:
+def netcdf_bench(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
     run = {"size": None}
 
     def read(number, text):
@@ -143,7 +181,7 @@ def netcdf_bench(lines: Lines, warn: Warn) -> Iterator[Measurement]:
 BENCHIO_AVERAGE = re.compile(r"avgtime\s*=\s*(\S+)\s*,\s*avgrate\s*=\s*(\S+)\s*MiB/s")
 
 
-def benchio(lines: Lines, warn: Warn) -> Iterator[Measurement]:
+def benchio(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
     run = {"layer": None, "ranks": None, "size": None, "previous": ""}
 
     def read(number, text):
@@ -155,26 +193,35 @@ def benchio(lines: Lines, warn: Warn) -> Iterator[Measurement]:
             run["size"] = int(_numbers(stripped.split("=", 1)[1], 1)[0] * 2**20)
         elif previous == "------" and stripped and stripped != "------":
             run["layer"] = stripped
-        elif stripped.startswith("avgtime") and run["layer"]:
+        elif stripped.startswith("avgtime"):
             seconds, mib_s = _match(BENCHIO_AVERAGE, stripped, "a benchio average")
             for metric, value, unit in (("rate", mib_s, "MiB/s"), ("time", seconds, "s")):
                 yield Measurement(
-                    number, run["layer"], run["size"], metric, float(value), unit, run["ranks"]
+                    number,
+                    run["layer"] or operation,
+                    run["size"],
+                    metric,
+                    float(value),
+                    unit,
+                    run["ranks"],
                 )
 
     return _lines(lines, warn, read)
 
 
 # --- IMB: "# Benchmarking PingPong", "# #processes = 2", "#bytes #repetitions t[usec] ..."
-def imb(lines: Lines, warn: Warn) -> Iterator[Measurement]:
-    table = {"operation": None, "ranks": None, "columns": None}
+IMB_COLUMNS = re.compile(r"^\s*#bytes\s+#repetitions")
+
+
+def imb(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
+    table = {"operation": operation, "ranks": None, "columns": None}
 
     def read(number, text):
         if text.startswith("# Benchmarking "):
             table["operation"], table["columns"] = text.split()[2], None
         elif text.startswith("# #processes = "):
             table["ranks"] = int(_numbers(text.split("=")[1], 1)[0])
-        elif table["operation"] and text.strip().startswith("#bytes"):
+        elif IMB_COLUMNS.match(text):
             table["columns"] = text.split()
         elif table["columns"] and text.strip() and not text.startswith("#"):
             row = dict(zip(table["columns"], _numbers(text, len(table["columns"]))))
@@ -188,18 +235,112 @@ def imb(lines: Lines, warn: Warn) -> Iterator[Measurement]:
     return _lines(lines, warn, read)
 
 
-#: format name -> (a line only its output has, parser); detection tries them in order
+# --- a model's FMS clock table (MOM6, SIS2, ...): "Tabulating mpp_clock statistics across
+# 128 PEs...", the column line "hits tmin tmax tavg tstd tfrac grain pemin pemax", then one
+# row per clock, "Total runtime   1   138.600364 ...": its tavg (seconds) is the measurement
+FMS_TABULATING = re.compile(r"Tabulating mpp_clock statistics across\s+(\d+)\s+PEs")
+FMS_COLUMNS = re.compile(r"^\s+(?:(?:hits|calls)\s+)?tmin\s+tmax\s+tavg\s+tstd")
+
+
+def fms_clocks(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
+    table = {"columns": None, "ranks": None}
+
+    def read(number, text):
+        tabulating = FMS_TABULATING.search(text)
+        if tabulating:
+            table["ranks"] = int(tabulating.group(1))
+        elif FMS_COLUMNS.match(text):
+            table["columns"] = text.split()
+        elif table["columns"] and text.strip():
+            fields, width = text.split(), len(table["columns"])
+            values = fields[-width:]
+            if len(fields) <= width or not all(map(_is_number, values)):
+                table["columns"] = None  # the table ends (e.g. " MPP_STACK high water mark")
+                return
+            row = dict(zip(table["columns"], map(float, values)))
+            name = " ".join(fields[:-width])
+            yield Measurement(number, name, None, "time", row["tavg"], "s", table["ranks"])
+
+    return _lines(lines, warn, read)
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    what: str  # for people: which program writes it
+    banner: re.Pattern  # a line only its whole output has
+    data: re.Pattern  # a line of its results, found in an excerpt without the banner too
+    parse: Parser
+
+
+#: the formats known, in the order the report lists benchmarks
 FORMATS = {
-    "osu": (re.compile(r"^# OSU MPI"), osu),
-    "mpibench": (re.compile(r"^START mpiBench"), mpibench),
-    "netcdf-bench": (re.compile(r"^Benchtool \(datatype"), netcdf_bench),
-    "benchio": (re.compile(r"^\s*Simple Parallel IO benchmark"), benchio),
-    "imb": (re.compile(r"^#\s+Intel\(R\) MPI Benchmarks"), imb),
+    f.name: f
+    for f in (
+        Format(
+            "osu",
+            "OSU micro-benchmarks (C)",
+            re.compile(r"^# OSU MPI"),
+            re.compile(r"^# (?:Size(?! \(B\))\s+(?:Avg )?|Avg )(?:Latency|Bandwidth|MB/s)"),
+            osu,
+        ),
+        Format(
+            "omb-py",
+            "OSU micro-benchmarks for Python (OMB-Py)",
+            re.compile(r"^# (?:OMB Python|OMB-Py) MPI"),
+            re.compile(r"^# Size \(B\)\s+(?:Latency|Bandwidth)"),
+            osu,
+        ),
+        Format(
+            "imb",
+            "Intel MPI Benchmarks (IMB-MPI1)",
+            re.compile(r"^#\s+Intel\(R\) MPI Benchmarks"),
+            IMB_COLUMNS,
+            imb,
+        ),
+        Format(
+            "mpibench",
+            "LLNL mpiBench",
+            re.compile(r"^START mpiBench"),
+            MPIBENCH_ROW,
+            mpibench,
+        ),
+        Format(
+            "netcdf-bench",
+            "NetCDF-Bench (benchtool)",
+            re.compile(r"^Benchtool \(datatype"),
+            re.compile(r"^benchmark:\w+\s"),
+            netcdf_bench,
+        ),
+        Format(
+            "benchio",
+            "EPCC benchio",
+            re.compile(r"^\s*Simple Parallel IO benchmark"),
+            re.compile(r"^\s*" + BENCHIO_AVERAGE.pattern),
+            benchio,
+        ),
+        Format(
+            "fms-clocks",
+            "a model's FMS clock table (MOM6)",
+            FMS_TABULATING,
+            FMS_COLUMNS,
+            fms_clocks,
+        ),
+    )
 }
 
 
 def detect(lines: Lines) -> str | None:
-    for name, (signature, _) in FORMATS.items():
-        if any(signature.match(text) for _, text in lines):
+    """The format whose banner the lines hold; else the one with the most data lines."""
+    for name, form in FORMATS.items():
+        if any(form.banner.search(text) for _, text in lines):
             return name
-    return None
+    found = Counter(
+        name for _, text in lines for name, form in FORMATS.items() if form.data.match(text)
+    )
+    return found.most_common(1)[0][0] if found else None
+
+
+def known() -> str:
+    """The formats known, for messages."""
+    return "; ".join(f"{name} ({form.what})" for name, form in FORMATS.items())

@@ -1,6 +1,9 @@
 """matplotlib PNGs of the records: latency and bandwidth against message size, one line per
-mode, log axes; I/O rates per mode as bars with the range over repeats as error bars."""
+mode, log axes; I/O rates per mode as bars with the range over repeats as error bars; the
+headline's time ratios per mode and benchmark on a log axis around 1. A mode has one colour
+in every plot."""
 
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -9,10 +12,18 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
-from climstack.bench.records import Record, ordered_modes  # noqa: E402
+from climstack.bench.records import MODES, Record, ordered_modes  # noqa: E402
 
 SIZED = ("latency", "bandwidth")
+PALETTE = plt.get_cmap("tab10").colors
+
+
+def colour(mode: str, others: list[str] = ()) -> tuple:
+    """The mode's colour: the known modes first, then the others in their order."""
+    order = list(MODES) + [m for m in others if m not in MODES]
+    return PALETTE[order.index(mode) % len(PALETTE)] if mode in order else PALETTE[-1]
 
 
 def _medians(records: list[Record]) -> dict[str, tuple[list, list, list, list]]:
@@ -49,8 +60,9 @@ def sized(records: list[Record], title: str, path: Path) -> Path:
         if not points:
             continue
         xs, median, low, high = zip(*points)
-        axes.plot(xs, median, marker="o", markersize=3, label=mode)
-        axes.fill_between(xs, low, high, alpha=0.2)
+        tint = colour(mode, ordered_modes(records))
+        axes.plot(xs, median, marker="o", markersize=3, label=mode, color=tint)
+        axes.fill_between(xs, low, high, alpha=0.2, color=tint)
     axes.set_xscale("log", base=2)
     axes.set_yscale("log")
     axes.set_xlabel("message size (bytes)")
@@ -76,7 +88,8 @@ def rates(records: list[Record], title: str, path: Path) -> Path:
             [max(v) - m if v else 0 for m, v in zip(medians, values)],
         ]
         xs = [i + index * width for i in range(len(operations))]
-        axes.bar(xs, medians, width, yerr=errors, capsize=3, label=mode)
+        tint = colour(mode, modes)
+        axes.bar(xs, medians, width, yerr=errors, capsize=3, label=mode, color=tint)
     axes.set_xticks([i + width * (len(modes) - 1) / 2 for i in range(len(operations))])
     axes.set_xticklabels(operations)
     axes.set_ylabel(f"rate ({records[0].unit}), median and range")
@@ -85,9 +98,61 @@ def rates(records: list[Record], title: str, path: Path) -> Path:
     return _save(figure, path)
 
 
-def draw(records: list[Record], out: Path) -> list[Path]:
+def summary(rows, path: Path) -> Path:
+    """The headline (climstack.bench.headline rows): per benchmark and operation group, each
+    mode's time ratio to native with its range over repeats, log axis around 1."""
+    modes = list(rows[0].cells)
+    figure, axes = plt.subplots(figsize=(8.4, 1.4 + 0.42 * len(rows)))
+    points, found = defaultdict(list), []  # mode -> (y, ratio, low, high)
+    for index, row in enumerate(rows):
+        present = [m for m in modes if row.cells[m].ratio is not None]
+        for place, mode in enumerate(present):
+            c = row.cells[mode]
+            points[mode].append(
+                (index + (place - (len(present) - 1) / 2) * 0.2, c.ratio, c.low, c.high)
+            )
+            found += [c.ratio, c.low, c.high]
+    for mode in (m for m in modes if points[m]):
+        ys, ratio, low, high = zip(*points[mode])
+        tint = colour(mode, modes)
+        axes.hlines(ys, low, high, color=tint, linewidth=1.5)  # the range over repeats
+        axes.plot(low + high, ys + ys, "|", color=tint, markersize=8)
+        axes.plot(ratio, ys, "o", color=tint, markersize=6, label=mode)
+    axes.axvline(1.0, color="black", linewidth=1)
+    axes.axvspan(1 / 1.02, 1.02, color="green", alpha=0.15, label="within 2%")
+    reach = max([abs(math.log10(v)) for v in found] + [math.log10(1.1)]) * 1.1
+    axes.set_xscale("log")
+    axes.set_xlim(10**-reach, 10**reach)
+    ticks = _ticks(reach)
+    axes.set_xticks(ticks, [f"{t:.2g}" for t in ticks])
+    axes.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    axes.set_yticks(range(len(rows)), [f"{r.group.benchmark}: {r.group.name}" for r in rows])
+    axes.set_ylim(len(rows) - 0.5, -0.5)  # the table's order, top down
+    axes.set_xlabel("time ratio to native (above 1: slower); bars: range over repeats")
+    axes.set_title("Each mode against native")
+    axes.grid(True, axis="x", alpha=0.3)
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    return _save(figure, path)
+
+
+CANDIDATE_TICKS = (1.01, 1.02, 1.05, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+
+def _ticks(reach: float) -> list[float]:
+    """Ticks from 1 outwards on both sides of a log axis reaching 10**±reach, spaced at
+    least a ninth of its width apart."""
+    kept = [1.0]
+    for tick in CANDIDATE_TICKS:
+        if math.log10(tick) > reach:
+            break
+        if math.log10(tick) - math.log10(kept[-1]) >= 2 * reach / 9:
+            kept.append(tick)
+    return sorted({round(1 / t, 3) for t in kept[1:]} | set(kept))
+
+
+def draw(records: list[Record], out: Path) -> list[tuple[str, Path]]:
     """One plot per benchmark, operation and metric with sizes; one bar chart per I/O
-    benchmark."""
+    benchmark: (benchmark, PNG) each."""
     written = []
     groups = defaultdict(list)
     for r in records:
@@ -96,8 +161,9 @@ def draw(records: list[Record], out: Path) -> list[Path]:
         if metric in SIZED and len({r.bytes for r in mine}) > 1:
             name = f"{benchmark}-{operation}-{metric}".replace("/", "_").replace(" ", "_")
             title = f"{benchmark} {operation}, {mine[0].ranks} ranks"
-            written.append(sized(mine, title, out / "plots" / f"{name}.png"))
+            written.append((benchmark, sized(mine, title, out / "plots" / f"{name}.png")))
         elif metric == "rate":
             title = f"{benchmark}: I/O rate per mode, {mine[0].ranks} ranks"
-            written.append(rates(mine, title, out / "plots" / f"{benchmark}-rate.png"))
+            path = out / "plots" / f"{benchmark}-rate.png"
+            written.append((benchmark, rates(mine, title, path)))
     return written

@@ -11,8 +11,8 @@ from climstack.common import atomic
 
 @dataclass(frozen=True)
 class Record:
-    benchmark: str  # osu, mpibench, netcdf-bench, benchio, imb
-    operation: str  # latency, allgather, Bcast, write, MPI-IO, PingPong, ...
+    benchmark: str  # a format of climstack.bench.formats: osu, omb-py, imb, mpibench, ...
+    operation: str  # latency, allgather, Bcast, write, MPI-IO, PingPong, Total runtime, ...
     bytes: int | None  # message or data size; None where the benchmark has one size
     ranks: int
     nodes: int
@@ -36,14 +36,16 @@ class Failure:
 
 @dataclass(frozen=True)
 class Problem:
-    """A file, or a line of it, left out of the tables, with why."""
+    """A file, or a line of it, left out of the tables, with why and the fix."""
 
     path: str
     line: int
     message: str
+    fix: str = ""
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.message}"
+        fix = f" (fix: {self.fix})" if self.fix else ""
+        return f"{self.path}:{self.line}: {self.message}{fix}"
 
 
 COLUMNS = [field.name for field in fields(Record)]
