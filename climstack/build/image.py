@@ -140,7 +140,7 @@ def _ch_run(image: Path, *command: str, cwd: str = "/") -> subprocess.CompletedP
     """Run a command in the image with our Spack, Python and caches bound at their paths."""
     binds = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path(sys.base_prefix)})
     args = ["ch-run", "-w", "-c", cwd, *(f"--bind={path}:{path}" for path in binds), str(image)]
-    env = {**os.environ, "USER": os.environ.get("USER") or "root", **SLICE}
+    env = {**os.environ, **SLICE}
     return process.run([*args, "--", *command], f"`{command[0]}` in the image", env=env)
 
 

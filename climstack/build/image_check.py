@@ -11,10 +11,10 @@ It needs only pyelftools besides this package: the image's %post and %test run i
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from climstack.common import process
 from climstack.run import elf
 
 #: SONAMEs of the MPICH ABI (libmpi.so.12 and its Fortran/C++ companions)
@@ -98,8 +98,8 @@ def link_xpmem(files: list[elf.Elf], stub_libdir: Path, keep: Path | None = None
             copy.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(info.path, copy)
         # one change per call: patchelf 0.14 (Debian 12) garbles a combined call
-        subprocess.run(["patchelf", "--add-needed", XPMEM_SONAME, str(info.path)], check=True)
-        subprocess.run(["patchelf", "--add-rpath", str(stub_libdir), str(info.path)], check=True)
+        process.run(["patchelf", "--add-needed", XPMEM_SONAME, info.path], "patchelf --add-needed")
+        process.run(["patchelf", "--add-rpath", stub_libdir, info.path], "patchelf --add-rpath")
         patched += 1
     return patched
 

@@ -6,6 +6,7 @@ whether or not it prints: at the deadline the whole group (with any children tha
 output open) is killed and the error says so."""
 
 import os
+import pwd
 import queue
 import signal
 import subprocess
@@ -18,9 +19,20 @@ from climstack.errors import ClimstackError
 TAIL = 3000  # characters of a failed command's output quoted in the error
 
 
-def _start(command: list, what: str, fix: str, **popen) -> subprocess.Popen:
+def with_user(env: dict | None = None) -> dict:
+    """`env` (default: ours) with USER set: ch-run and Apptainer refuse to start without it,
+    and a container or CI job often has none."""
+    env = dict(os.environ if env is None else env)
+    if not env.get("USER"):
+        env["USER"] = pwd.getpwuid(os.getuid()).pw_name
+    return env
+
+
+def _start(command: list, what: str, fix: str, env=None, **popen) -> subprocess.Popen:
     try:
-        return subprocess.Popen(command, text=True, start_new_session=True, **popen)
+        return subprocess.Popen(
+            command, text=True, start_new_session=True, env=with_user(env), **popen
+        )
     except FileNotFoundError as err:
         raise ClimstackError(
             f"{what}: `{command[0]}` not found",

@@ -10,6 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from climstack.common import process
 from climstack.errors import ClimstackError
 from climstack.run import families, loader, plan, runtimes
 
@@ -89,8 +90,7 @@ def register(commands) -> None:
                         fix=f"load the {made.runtime} module, choose another --runtime, or "
                         "use --format args and run the printed command where it exists",
                     )
-                os.environ["USER"] = os.environ.get("USER") or "root"  # ch-run needs it
-                os.execvp(argv[0], argv)
+                os.execvpe(argv[0], argv, process.with_user())
 
     sub = commands.add_parser(
         "bind",

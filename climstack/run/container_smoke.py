@@ -57,7 +57,7 @@ def probe(runtime: str, target: Path, program: str, ranks: int) -> str:
         plan.prepare_image(made, target)  # ch-run cannot create mount points
     argv = runtimes.get(runtime).exec_args(made, str(target), [program])
     # the plan binds nothing under $HOME, where Apptainer would mount the home itself
-    env = {**os.environ, "USER": os.environ.get("USER") or "root", "APPTAINER_NO_HOME": "1"}
+    env = {**os.environ, "APPTAINER_NO_HOME": "1"}
     with progress.step(f"mpi-probe on {ranks} ranks, {runtime}, bind mode"):
         output = process.run(
             [launcher(), "-n", str(ranks), *argv], f"mpi-probe under {runtime}", env=env

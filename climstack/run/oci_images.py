@@ -20,7 +20,7 @@ from climstack.run.runtimes import apptainer
 
 
 def _environ(user_var: str, password_var: str) -> dict:
-    env = {**os.environ, "USER": os.environ.get("USER") or "root"}
+    env = dict(os.environ)
     if os.environ.get("SSL_CERT_FILE"):
         env["REQUESTS_CA_BUNDLE"] = os.environ["SSL_CERT_FILE"]
     if login := credentials():

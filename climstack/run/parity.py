@@ -21,6 +21,7 @@ import subprocess
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from climstack.common import process
 from climstack.errors import ClimstackError
 from climstack.run import container_smoke, loader, plugins, verify
 from climstack.run.plan import Plan
@@ -159,20 +160,16 @@ def run(
 ) -> Report:
     """Trace `native` (a host build of the probe) and `probe` in `image`, then compare."""
     env = {**(env or {}), **TRACE_ENV}
-    try:
-        container = verify.run_probe(plan, image, probe, list(launcher), timeout, env)
-        native_run = subprocess.run(
-            [*launcher, *native],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env={**os.environ, **env},
-        )
-    except FileNotFoundError as err:
-        raise ClimstackError(
-            f"cannot run the probe: {err.filename} not found",
-            fix="give --launcher and --native as paths on this host",
-        ) from err
+    fix = "give --launcher and --native as paths on this host"
+    container = verify.run_probe(plan, image, probe, list(launcher), timeout, env)
+    native_run = process.run(
+        [*launcher, *native],
+        "the native probe",
+        env={**os.environ, **env},
+        timeout=timeout,
+        check=False,
+        fix=fix,
+    )
     chosen = plan.providers if expected is None else expected
     return compare(parse("native", native_run), parse("container", container), plan, list(chosen))
 

@@ -158,7 +158,7 @@ def command(argv: list[str], environ: dict) -> tuple[list[str], dict]:
             continue
         (root / entry).mkdir(exist_ok=True)  # a mount point for a host-only directory
         binds.append(f"--bind={host}")
-    env = {**environ, "USER": environ.get("USER") or "root"}  # ch-run needs it
+    env = process.with_user(environ)
     for name in BIND_VARIABLES:
         if env.get(name):
             env[name] = bind_list(env[name])

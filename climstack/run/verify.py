@@ -18,9 +18,10 @@ from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
+from climstack.common import process
+from climstack.errors import ClimstackError
 from climstack.run import discover, elf, family_check, loader, runtimes, sif_image
 from climstack.run.plan import LINKS_DIR, Plan
-from climstack.errors import ClimstackError
 
 WATCHED = ("libmpi.so.12", "libxpmem.so.0")
 
@@ -260,8 +261,8 @@ def run_probe(
     runtime = runtimes.get(plan.runtime)
     runtime.check_image(plan, image)
     argv = [*launcher, *runtime.exec_args(plan, str(image), [executable])]
-    env = {**os.environ, "USER": os.environ.get("USER") or "root", **(env or {})}
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
+    what = f"{executable} in {image} under {plan.runtime}"
+    return process.run(argv, what, env={**os.environ, **(env or {})}, timeout=timeout, check=False)
 
 
 def register(commands) -> None:
