@@ -22,7 +22,9 @@ from pathlib import Path
 
 from climstack.bench.report import paired_ratio
 from climstack.pins import PROJECT_ROOT
-from climstack.testing import programs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
+from support import programs  # noqa: E402
 
 
 def series(records, benchmark, operation, mode) -> dict[int, dict[int, float]]:

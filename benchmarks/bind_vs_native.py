@@ -18,7 +18,9 @@ from pathlib import Path
 
 from climstack.run import plan as plans
 from climstack.run.runtimes import charliecloud
-from climstack.testing import programs as helpers
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
+from support import programs as helpers  # noqa: E402
 
 IMB = ["PingPong", "Allgather", "-msglog", "0:16", "-iter", "2000", "-time", "2", "-npmin", "2"]
 COLUMN = {"PingPong": "t[usec]", "Allgather": "t_avg[usec]"}

@@ -36,7 +36,9 @@ from climstack.build import oci_cache, signing
 from climstack.build import source_mirror as sm
 from climstack.build.registry import Registry
 from climstack.run import oci_images
-from climstack.testing.centre import SLICE_SUITES, Centre, slice_env
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
+from support.centre import SLICE_SUITES, Centre, slice_env  # noqa: E402
 
 
 def size(path: Path) -> str:

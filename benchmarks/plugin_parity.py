@@ -23,7 +23,9 @@ from bind_vs_native import run
 from climstack.run import parity, plugins
 from climstack.run import plan as plans
 from climstack.run.runtimes import charliecloud
-from climstack.testing import programs as helpers
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
+from support import programs as helpers  # noqa: E402
 
 PROBE = "/opt/probe/bin/mpi-probe"
 IMB = ["PingPong", "-msglog", "3:20", "-iter", "1000", "-time", "2"]

@@ -14,7 +14,7 @@ from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, regi
 from climstack.build import environments
 from climstack.common import atomic
 from climstack.config import spack
-from climstack.testing import centre
+from support import centre
 from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
 from climstack.pins import cache_dir
 
@@ -61,15 +61,15 @@ def run_spack(*args, **kwargs):
 @pytest.fixture(scope="session")
 def centre_a():
     """Centre A of the buildcache tests (file:// and OCI): the slice built once and pushed
-    signed (climstack.testing.centre.centre_a)."""
+    signed (centre_a of tests/support/centre.py)."""
     return centre.centre_a()
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory):
-    """The Debian image with mpi-probe built against several MPIs (climstack.testing), as a
+    """The Debian image with mpi-probe built against several MPIs (tests/support), as a
     hard-linked copy: the mount points tests create go into the copy, never the cache."""
-    from climstack.testing import programs
+    from support import programs
 
     if not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))):  # what builds and runs it
         pytest.skip(needs_charliecloud.kwargs["reason"])

@@ -18,8 +18,8 @@ from climstack.run import container_smoke, parity
 from climstack.run import plan as plans
 from climstack.run import sid_apptainer
 from climstack.run.runtimes import apptainer
-from climstack.testing import io_libraries
-from climstack.testing import programs as helpers
+from support import io_libraries
+from support import programs as helpers
 
 PROBE = "/opt/probe/bin/mpi-probe"
 APPTAINER = apptainer.on_this_machine()

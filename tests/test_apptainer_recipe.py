@@ -1,7 +1,7 @@
 """`apptainer build` of the committed recipe itself, offline: every network input is a build
 argument (%arguments, upstream by default), pointed here at local clones, a local clingo
 index and a source mirror, with the base supplied as `Bootstrap: localimage`. The probes
-slice is built end to end and the SIF is run (climstack.testing.recipe_build)."""
+slice is built end to end and the SIF is run (tests/support/recipe_build.py)."""
 
 import os
 import subprocess
@@ -13,8 +13,8 @@ from climstack.build import build_args, containers, environments
 from climstack.errors import ClimstackError
 from climstack.run import plan as plans
 from climstack.run.runtimes import apptainer
-from climstack.testing import programs as helpers
-from climstack.testing import recipe_build
+from support import programs as helpers
+from support import recipe_build
 
 APPTAINER = apptainer.on_this_machine()
 RECIPE = environments.resolve("container-archer2") / containers.RECIPE

@@ -18,7 +18,7 @@ from climstack.bench.records import COLUMNS, MODES
 from climstack.build import bench_sources, environments, image, image_check, sif
 from climstack.errors import ClimstackError
 from climstack.run import elf
-from climstack.testing import cray_tree, programs
+from support import cray_tree, programs
 from conftest import PROJECT_ROOT, cpus_alone
 
 OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
@@ -103,6 +103,14 @@ def test_report_tables_and_plots(local_run):
     assert {"benchio-rate.png", "netcdf-bench-rate.png"} <= set(plots)
     for plot in (out / "plots").glob("*.png"):
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the headline first: a row per benchmark and operation group, a column per mode
+    assert text.split("\n## ")[1].startswith("Headline\n\n| benchmark | operation |")
+    assert "| osu | latency ≤ 8 KiB | 2 | 1 B-8 KiB (14) | **" in text
+    assert "| benchio | Serial rate | 2 |" in text and "| failed | failed |" in text
+    assert text.index("## Failed runs") < text.index("## Details") < text.index("## osu")
+    assert "summary.png" in plots and (out / "report.html").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["modes"] == list(MODES[1:])
 
 
 @cpus_alone
@@ -124,7 +132,7 @@ def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_
         capture_output=True,
         text=True,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # lines were left out
     assert (
         f"slurm-1002.out:{garbled_at + 1}: expected 2 numbers, read '64     0.5x7'" in proc.stderr
     )
@@ -136,17 +144,18 @@ def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_
     assert len(records) == 10 * 17 + 16
 
 
-def test_unknown_format_is_refused_naming_the_formats(tmp_path):
+def test_unknown_format_is_left_out_naming_the_formats(tmp_path):
     (tmp_path / "slurm-7.out").write_text("hello\nthis is no benchmark\n")
     proc = subprocess.run(
         [PROJECT_ROOT / "bin" / "climstack", "bench", "report", tmp_path],
         capture_output=True,
         text=True,
     )
-    assert proc.returncode != 0
-    assert "slurm-7.out: line 1: output of an unknown format" in proc.stderr
-    assert "osu, mpibench, netcdf-bench, benchio, imb" in proc.stderr
-    assert not (tmp_path / "report").exists()
+    assert proc.returncode == 1, proc.stderr
+    assert "slurm-7.out:1: output of an unknown format, left out" in proc.stderr
+    assert "osu (OSU micro-benchmarks (C)); omb-py (" in proc.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "## Left out" in text and "No results to compare" in text
 
 
 def test_a_failed_mode_is_reported_failed_with_its_reason(tmp_path):
@@ -280,8 +289,8 @@ def test_imb_output_parses(tmp_path):
         capture_output=True, text=True, env=impi.env(), timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    (tmp_path / "imb.out").write_text(proc.stdout)
-    records, failures, problems = collect.read_paths([tmp_path / "imb.out"])
+    (tmp_path / "imb.out").write_text(proc.stdout)  # no header line: --label gives the mode
+    records, failures, problems = collect.read_paths([tmp_path / "imb.out"], {"imb.out": "bind"})
     assert not failures and not problems
     pingpong = [r for r in records if r.operation == "PingPong" and r.metric == "latency"]
     assert [r.bytes for r in pingpong] == [0, 1, 2, 4, 8, 16]

@@ -17,8 +17,8 @@ from climstack.config import sites
 from climstack.run import discover, loader
 from climstack.run import plan as plans
 from climstack.run.runtimes import charliecloud
-from climstack.testing import cray_tree
-from climstack.testing import programs as helpers
+from support import cray_tree
+from support import programs as helpers
 from climstack.errors import ClimstackError
 
 

@@ -15,7 +15,7 @@ from climstack import pins
 from climstack.run import loader, verify
 from climstack.run import plan as plans
 from climstack.run.runtimes import apptainer, charliecloud
-from climstack.testing import programs as helpers
+from support import programs as helpers
 
 PROBE = "/opt/probe/bin/mpi-probe"
 

@@ -21,7 +21,7 @@ from climstack.build import buildcache as bc
 from climstack.build import signing
 from climstack.build import source_mirror as sm
 from climstack.errors import ClimstackError
-from climstack.testing.centre import Centre
+from support.centre import Centre
 
 
 def spack_find(centre: Centre, env: Path) -> dict[str, str]:

@@ -121,6 +121,6 @@ def test_every_lockfile_records_the_hashes_of_its_own_nodes(concretized):
     for name, env_dir in environments.find_environments().items():
         concretized(name)
         locks.append(str(env_dir / "spack.lock"))
-    script = PROJECT_ROOT / "climstack" / "testing" / "lock_hashes.py"
+    script = PROJECT_ROOT / "tests" / "support" / "lock_hashes.py"
     found = json.loads(run_spack("python", str(script), *locks).stdout)
     assert found == {lock: [] for lock in locks}

@@ -10,7 +10,7 @@ import pytest
 
 from climstack.__main__ import main
 from climstack.config import cray_pe
-from climstack.testing.cpe_tree import cpe_tree
+from support.cpe_tree import cpe_tree
 from conftest import PROJECT_ROOT, run_spack
 
 CLI = str(PROJECT_ROOT / "bin" / "climstack")

@@ -21,8 +21,8 @@ from climstack.config import sites
 from climstack.errors import ClimstackError
 from climstack.run import families, loader, verify
 from climstack.run import plan as plans
-from climstack.testing import cray_tree, io_libraries
-from climstack.testing import programs as helpers
+from support import cray_tree, io_libraries
+from support import programs as helpers
 
 NC_WRITER = "/opt/probe/bin/nc-writer"
 H5_WRITER = "/opt/probe/bin/h5-writer"

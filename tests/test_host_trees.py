@@ -23,8 +23,8 @@ from climstack.__main__ import main
 from climstack.common import process
 from climstack.config import drift, sites
 from climstack.errors import ClimstackError
-from climstack.testing.cpe_tree import cpe_tree
-from climstack.testing.cray_tree import cray_tree
+from support.cpe_tree import cpe_tree
+from support.cray_tree import cray_tree
 
 BOUND_S = 30  # one reader's run on a small tree takes well under a second
 #: the same examples every run (CI never meets a new one by chance); small trees, few steps

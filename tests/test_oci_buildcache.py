@@ -22,8 +22,8 @@ from climstack.build.registry import Registry
 from climstack.common import stamp
 from climstack.errors import ClimstackError
 from climstack.run import container_smoke, oci_images, plan
-from climstack.testing import centre
-from climstack.testing.centre import Centre
+from support import centre
+from support.centre import Centre
 
 SLICE = {"xpmem-stub", "mpi-probe", "netcdf-c"}
 

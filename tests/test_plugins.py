@@ -15,8 +15,8 @@ from climstack import pins
 from climstack.errors import ClimstackError
 from climstack.run import loader, parity, plugins
 from climstack.run import plan as plans
-from climstack.testing import cray_tree
-from climstack.testing import programs as helpers
+from support import cray_tree
+from support import programs as helpers
 
 PROBE = "/opt/probe/bin/mpi-probe"
 FABRIC = "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"

@@ -9,7 +9,7 @@ from climstack.config.drift import cray_sites
 from climstack.run import loader
 from climstack.run import plan as plans
 from climstack.run import runtimes
-from climstack.testing import cray_tree
+from support import cray_tree
 
 CRAY_SITES = cray_sites()
 #: the module environment: this tree's libfabric (each site pins its own version)

@@ -14,8 +14,8 @@ from climstack import pins
 from climstack.run import loader, slurm
 from climstack.run import plan as plans
 from climstack.run.runtimes import apptainer
-from climstack.testing import cray_tree
-from climstack.testing import programs as helpers
+from support import cray_tree
+from support import programs as helpers
 from climstack.errors import ClimstackError
 
 PROBE = "/opt/probe/bin/mpi-probe"

@@ -11,8 +11,8 @@ import pytest
 from climstack import pins
 from climstack.run import elf, loader, verify
 from climstack.run import plan as planner
-from climstack.testing import cray_tree
-from climstack.testing import programs as helpers
+from support import cray_tree
+from support import programs as helpers
 
 #: tests that use the probe image skip through its fixture (conftest.image) without
 #: Charliecloud; those reading ELF files or a synthetic tree run anyway

@@ -6,7 +6,7 @@ One centre builds and pushes (`spack buildcache push --update-index`, signed wit
 (site/*/config.yaml `padded_length`) lets Spack rewrite every path on relocation.
 
 Every function takes `run`, a callable like climstack.config.spack.run, so the same code
-drives the user's Spack or a climstack.testing.centre.Centre (an isolated Spack instance,
+drives the user's Spack or the Centre of tests/support/centre.py (an isolated Spack instance,
 as in the tests and benchmark). Signing keys (`climstack buildcache key`) live in
 climstack.build.signing.
 """

@@ -16,7 +16,7 @@ from pathlib import Path
 from climstack import pins
 from climstack.build import debian_sources
 from climstack.common import atomic, process, stamp
-from climstack.testing import programs
+from support import programs
 
 #: an MPI program writing one NetCDF-4 file per rank with a 4.9 call (nc_def_var_quantize),
 #: printing which NetCDF and HDF5 libraries the process really loaded

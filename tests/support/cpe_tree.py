@@ -6,7 +6,7 @@ with the modulerc.lua that makes that release's versions the defaults."""
 from pathlib import Path
 
 from climstack.config.cray_pe import COMPONENTS, release_table
-from climstack.testing.cray_tree import shared_library
+from support.cray_tree import shared_library
 
 #: what a release ships besides its CPE components (libfabric comes with the Slingshot
 #: host software, GCC is the PrgEnv-gnu default): as site/archer2 and Pawsey's Setonix pin
