@@ -1,0 +1,368 @@
+"""`climstack bench report` on outputs as centres and papers produce them (tests/data/bench):
+C OSU, OMB-Py, IMB, mpiBench, NetCDF-Bench, benchio and a model's FMS clock table, some
+after our header lines, some with a sidecar or --label, excerpts without their banners, an
+unknown file. The headline opens report.md, summary.json and the summary plot say the
+same, and the HTML report is one file that a strict parser and a real browser (Debian's
+chromium) read."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import html5lib
+import matplotlib.image
+import pytest
+
+from climstack.bench import collect, formats, headline
+from climstack.bench.records import Failure, Record
+from conftest import PROJECT_ROOT
+
+DATA = Path(__file__).parent / "data" / "bench"
+CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
+#: the outputs without a header line or sidecar, as a user labels them
+LABELS = [
+    "omb-py-latency-bind.txt=bind",
+    "omb-py-bw-bind.*=bind",
+    "container-built.txt=bind",
+    "container-noxpmem.txt=bind-noxpmem",
+]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def report(*args, cwd=None):
+    return subprocess.run(
+        [CLIMSTACK, "bench", "report", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """The report of every fixture output, as `climstack bench report` writes it."""
+    jobs = tmp_path_factory.mktemp("mixed") / "jobs"
+    shutil.copytree(DATA, jobs)
+    labels = [arg for label in LABELS for arg in ("--label", label)]
+    proc = report(jobs, *labels)
+    return proc, jobs / "report"
+
+
+def headline_rows(text: str) -> dict[tuple[str, str], list[str]]:
+    """(benchmark, operation) -> the mode cells of report.md's headline table."""
+    table = text.split("## Headline\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    head = [cell.strip() for cell in table[0].strip("|").split("|")]
+    rows = {}
+    for line in table[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows[(cells[0], cells[1])] = dict(zip(head[4:], cells[4:]))
+    return rows
+
+
+def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
+    proc, out = mixed
+    assert proc.returncode == 1, proc.stderr  # one file left out
+    assert "job-notes.txt:1: output of an unknown format, left out" in proc.stderr
+    assert "listed under 'Left out'" in proc.stderr
+    for name in ("report.md", "report.html", "summary.json", "records.json", "records.csv"):
+        assert (out / name).is_file(), name
+    text = (out / "report.md").read_text()
+    sections = [line for line in text.splitlines() if line.startswith("## ")]
+    assert sections[:3] == ["## Headline", "## Left out", "## Details"]
+    assert {"## osu", "## omb-py", "## imb", "## mpibench", "## netcdf-bench", "## benchio"} <= (
+        set(sections)
+    )
+    rows = headline_rows(text)
+    benchmarks = {benchmark for benchmark, _ in rows}
+    assert benchmarks == {
+        "osu",
+        "omb-py",
+        "imb",
+        "mpibench",
+        "netcdf-bench",
+        "benchio",
+        "fms-clocks",
+    }
+    # C OSU with header lines: bind at native speed, hybrid 1.6 times slower
+    assert rows[("osu", "latency ≤ 8 KiB")]["bind / native"].startswith("**within 1%**: 1.003")
+    assert rows[("osu", "latency ≤ 8 KiB")]["hybrid / native"].startswith("**1.6x slower**")
+    assert rows[("osu", "latency > 8 KiB")]["hybrid / native"].startswith("**1.6x slower**")
+    assert rows[("osu", "allreduce")]["hybrid / native"].startswith("**31% slower**")
+    # mpiBench excerpts (sidecar and --label, one run each): no xpmem is slower
+    assert rows[("mpibench", "Bcast")]["bind / native"] == "**within 2% (1 repeat)**: 1.016"
+    assert rows[("mpibench", "Bcast")]["bind-noxpmem / native"].startswith("**24% slower")
+    # OMB-Py without header lines; IMB's repeats disagree (a loaded machine)
+    assert ("omb-py", "bandwidth") in rows and ("omb-py", "latency > 8 KiB") in rows
+    assert rows[("imb", "PingPong latency ≤ 8 KiB")]["bind / native"].startswith("**noisy**")
+    # the I/O layers and the model
+    assert rows[("netcdf-bench", "write rate")]["bind-host-netcdf-gnu / native"] == (
+        "**within 3%**: 1.000 [0.971-1.029]"
+    )
+    assert [op for b, op in rows if b == "benchio"] == [
+        "Serial rate", "MPI-IO rate", "HDF5 rate", "NetCDF rate"
+    ]  # fmt: skip
+    assert rows[("fms-clocks", "Total runtime (model)")]["bind / native"].startswith("**within")
+    left_out = text.split("## Left out\n\n", 1)[1].split("\n\n", 1)[0]
+    assert "job-notes.txt` line 1: output of an unknown format" in left_out
+    assert "omb-py (OSU micro-benchmarks for Python (OMB-Py))" in left_out
+    assert "sidecar job-notes.txt.yaml" in left_out
+
+
+def test_summary_json_is_the_headline(mixed):
+    _, out = mixed
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["baseline"] == "native"
+    assert summary["modes"] == ["bind", "bind-noxpmem", "hybrid", "bind-host-netcdf-gnu"]
+    rows = {(r["benchmark"], r["operation"]): r for r in summary["rows"]}
+    hybrid = rows[("osu", "latency ≤ 8 KiB")]["modes"]["hybrid"]
+    assert hybrid["verdict"] == "1.6x slower" and hybrid["repeats"] == 3
+    assert hybrid["low"] <= hybrid["ratio"] <= hybrid["high"] and hybrid["sizes"] == 15
+    assert rows[("osu", "latency ≤ 8 KiB")]["sizes"][:3] == [0, 1, 2]
+    assert rows[("osu", "latency ≤ 8 KiB")]["modes"]["bind-noxpmem"]["verdict"] == "-"
+    assert rows[("mpibench", "Alltoall")]["ranks"] == [128]
+    assert [p["path"].rsplit("/", 1)[1] for p in summary["left_out"]] == ["job-notes.txt"]
+    assert "osu (OSU micro-benchmarks (C))" in summary["left_out"][0]["fix"]
+
+
+def test_summary_plot_and_the_details_plots(mixed):
+    _, out = mixed
+    plot = out / "plots" / "summary.png"
+    assert plot.read_bytes()[:8] == PNG
+    pixels = matplotlib.image.imread(plot)
+    assert pixels.shape[0] > 600  # a row per benchmark and operation group
+    assert "![time ratio to native per mode and benchmark](plots/summary.png)" in (
+        (out / "report.md").read_text()
+    )
+    names = {p.name for p in (out / "plots").glob("*.png")}
+    assert {"omb-py-latency-latency.png", "osu-latency-latency.png", "benchio-rate.png"} <= names
+
+
+def test_html_report_is_one_valid_self_contained_file(mixed):
+    _, out = mixed
+    page = (out / "report.html").read_text()
+    html5lib.HTMLParser(strict=True).parse(page)  # raises on any parse error
+    document = html5lib.parse(page, namespaceHTMLElements=False)
+    images = document.findall(".//img")
+    assert len(images) == len(list((out / "plots").glob("*.png")))
+    assert all(img.get("src").startswith("data:image/png;base64,") for img in images)
+    assert all(img.get("alt") for img in images)
+    assert not [e for e in document.iter() if e.get("href") or e.tag in ("script", "link")]
+    tables = document.findall(".//table")
+    head = [th.text for th in tables[0].findall(".//th")]
+    assert head[:4] == ["benchmark", "operation", "ranks", "sizes"]
+    assert document.find(".//h2").text == "Headline"
+
+
+def chromium(*args) -> subprocess.CompletedProcess:
+    browser = shutil.which("chromium")
+    if browser is None:
+        pytest.skip("needs Debian's chromium (bin/setup installs it)")
+    return subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_html_report_renders_in_chromium(mixed, tmp_path):
+    """Debian's chromium, headless: the DOM it builds has the tables and the inline plots,
+    and its screenshot shows them (the plots' mode colours are nowhere else on the page)."""
+    _, out = mixed
+    url = (out / "report.html").as_uri()
+    dom = chromium("--dump-dom", url)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert "<h2>Headline</h2>" in dom.stdout and "<strong>1.6x slower</strong>" in dom.stdout
+    assert dom.stdout.count('<img src="data:image/png;base64,') == len(
+        list((out / "plots").glob("*.png"))
+    )
+    shot = tmp_path / "report.png"
+    proc = chromium(f"--screenshot={shot}", "--window-size=1280,2600", url)
+    assert proc.returncode == 0 and shot.read_bytes()[:8] == PNG, proc.stderr[-2000:]
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (2600, 1280)
+    hybrid = (0.839, 0.153, 0.157)  # tab:red, the hybrid mode's markers in the summary plot
+    close = (abs(pixels - hybrid) < 0.04).all(axis=-1)
+    assert close.sum() > 50, "the summary plot did not render"
+    rows = (pixels < 0.5).all(axis=-1).any(axis=1)  # rows of the page with dark text
+    assert rows[:300].sum() > 50  # the title and the headline table
+
+
+@pytest.mark.parametrize(
+    "fixture, name, excerpt",
+    [
+        ("osu-latency.out", "osu", "osu_latency.txt"),
+        ("osu-allreduce.out", "osu", "osu_allreduce.txt"),
+        ("omb-py-latency-native.txt", "omb-py", "omb-py-latency.txt"),
+        ("omb-py-bw-native.txt", "omb-py", "omb-py-bw.txt"),
+        ("imb.out", "imb", "imb-excerpt.txt"),
+        ("netcdf-bench.out", "netcdf-bench", "netcdf.txt"),
+        ("benchio.out", "benchio", "benchio.txt"),
+        ("mom6-native.out", "fms-clocks", "mom6.txt"),
+    ],
+)
+def test_an_excerpt_without_its_banner_is_read_by_its_data_lines(fixture, name, excerpt, tmp_path):
+    """The first run of each output, pasted without its banner lines (and without our
+    header line) after a free-text label, reads as the whole output does."""
+    form = formats.FORMATS[name]
+    lines = (DATA / fixture).read_text().splitlines()
+    first = [n for n, line in enumerate(lines) if line.startswith(collect.HEADER)][:2] or [-1]
+    run = lines[first[0] + 1 : first[1] if len(first) > 1 else None]
+    (tmp_path / "whole.out").write_text("\n".join(run) + "\n")
+    kept = ["Cray built"] + [line for line in run if not form.banner.search(line)]
+    assert len(kept) < len(run) + 1
+    (tmp_path / excerpt).write_text("\n".join(kept) + "\n")
+    assert formats.detect(list(enumerate(kept, 1))) == name
+    (tmp_path / f"{excerpt}.yaml").write_text("mode: native\nranks: 2\n")
+    whole, _, problems = collect.read_paths([tmp_path / "whole.out"], {"whole.out": "native"})
+    assert not problems
+    part, _, problems = collect.read_paths([tmp_path / excerpt])
+    assert not problems, [str(p) for p in problems]
+    assert part and [(r.benchmark, r.operation, r.bytes, r.metric, r.value) for r in part] == [
+        (r.benchmark, r.operation, r.bytes, r.metric, r.value) for r in whole
+    ]
+
+
+def test_mpibench_excerpt_reads_as_the_whole_output(tmp_path):
+    """The ARCHER2 guide's way: a label line ("Cray built") and mpiBench's rows, no
+    START/END lines; the same rows inside a whole output read the same."""
+    excerpt = (DATA / "cray-built.txt").read_text()
+    whole = "START mpiBench v1.5\n0 : nid001001\n" + excerpt.split("\n", 1)[1] + "END mpiBench\n"
+    (tmp_path / "whole.out").write_text(whole)
+    records = {}
+    for path in (DATA / "cray-built.txt", tmp_path / "whole.out"):
+        found, _, problems = collect.read_paths([path], {path.name: "native"})
+        assert not problems
+        records[path.name] = [(r.operation, r.bytes, r.value, r.ranks) for r in found]
+    assert records["cray-built.txt"] == records["whole.out"]
+    assert len(records["whole.out"]) == 30 and records["whole.out"][0] == ("Bcast", 0, 2.0774, 128)
+
+
+def test_omb_py_titles_name_the_programs():
+    """OMB-Py (OSU 7.4 python/) titles its tests by the Options name, not as the C ones."""
+    titles = {
+        "# OMB Python MPI Latency Test": "latency",
+        "# OMB-Py MPI Bandwidth Test": "bw",
+        "# OMB-Py MPI Bi-Directional Bandwidth Test": "bibw",
+        "# OMB Python MPI Multi Latency Test": "multi_lat",
+        "# OMB Python MPI Allgather Test": "allgather",
+        "# OMB Python MPI Bcast Test": "bcast",
+        "# OMB Python MPI Reduce_scatter Test": "reduce_scatter",
+        "# OSU MPI All-to-All Personalized Exchange Latency Test v7.4": "alltoall",
+        "# OSU MPI Broadcast Latency Test v7.4": "bcast",
+        "# OSU MPI Non-blocking Allreduce Latency Test v7.4": "iallreduce",
+    }
+    for title, operation in titles.items():
+        lines = [(1, title), (2, "# Size (B)      Latency (us)"), (3, "8          1.25")]
+        found = list(formats.osu(lines, lambda *a: pytest.fail(str(a))))
+        assert [m.operation for m in found] == [operation], title
+
+
+def test_barrier_without_sizes_reads():
+    lines = ["# OSU MPI Barrier Latency Test v7.4", "# Avg Latency(us)", "              1.43"]
+    found = list(formats.osu(list(enumerate(lines, 1)), lambda *a: pytest.fail(str(a))))
+    assert [(m.operation, m.bytes, m.value) for m in found] == [("barrier", None, 1.43)]
+
+
+def test_exit_status_0_when_everything_is_read(tmp_path):
+    for name in ("osu-latency.out", "imb.out"):
+        shutil.copy(DATA / name, tmp_path)
+    proc = report(tmp_path, "--out", tmp_path / "r")
+    assert proc.returncode == 0, proc.stderr
+    assert "## Left out" not in (tmp_path / "r" / "report.md").read_text()
+
+
+def test_what_cannot_be_read_is_left_out_with_the_fix(tmp_path):
+    shutil.copy(DATA / "osu-latency.out", tmp_path)
+    shutil.copy(DATA / "container-built.txt", tmp_path)  # no header, sidecar or label
+    (tmp_path / "binary.log").write_bytes(bytes(range(256)) * 4)
+    (tmp_path / "omb.txt").write_text((DATA / "omb-py-bw-native.txt").read_text())
+    (tmp_path / "omb.txt.yaml").write_text("mode: native\nnodes: [1, 2]\ncolour: red\n")
+    proc = report(tmp_path, "--out", tmp_path / "r")
+    assert proc.returncode == 1
+    err = proc.stderr
+    assert "container-built.txt:1: mpibench output with no mode" in err
+    assert "--label container-built.txt=MODE" in err
+    assert "binary.log:1: output of an unknown format, left out" in err
+    assert "omb.txt.yaml:1: sidecar omb.txt.yaml: unknown key(s) colour; omb.txt left out" in err
+    assert "Traceback" not in err
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert text.count("\n- `") == 3 and "## osu" in text
+
+
+def test_bad_arguments_exit_2_naming_the_fix(tmp_path):
+    shutil.copy(DATA / "cray-built.txt", tmp_path)
+    for args, message in (
+        (["--label", "cray-built.txt"], "--label cray-built.txt: not FILE=MODE"),
+        (["--label", "nothing-*.txt=bind"], "no output file matches nothing-*.txt"),
+    ):
+        proc = report(tmp_path, *args)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+        assert "fix:" in proc.stderr and "Traceback" not in proc.stderr
+    proc = report(tmp_path / "missing")
+    assert proc.returncode == 2 and "no such file or directory" in proc.stderr
+    assert not (tmp_path / "report").exists()
+
+
+def test_sidecar_and_label_order_and_repeats_without_headers(tmp_path):
+    """A header line wins over --label, --label over the sidecar; outputs without a repeat
+    count up per benchmark, mode and operations, so the i-th native pairs the i-th bind."""
+    body = (DATA / "omb-py-latency-native.txt").read_text()
+    for name in ("a.txt", "b.txt", "c.txt", "d.txt"):
+        (tmp_path / name).write_text(body)
+    (tmp_path / "a.txt.yaml").write_text("mode: native\n")
+    (tmp_path / "b.txt.yaml").write_text("mode: native\n")
+    (tmp_path / "c.txt.yaml").write_text("mode: native\n")  # --label says bind
+    (tmp_path / "d.txt").write_text("climstack-bench: mode=hybrid ranks=2\n" + body)
+    records, _, problems = collect.read_paths([tmp_path], {"c.txt": "bind", "d.txt": "bind"})
+    assert not problems
+    runs = sorted({(r.mode, r.repeat, r.ranks) for r in records})
+    # ranks: d.txt's header says 2, which the others, saying none, take (fill_ranks)
+    assert runs == [("bind", 1, 2), ("hybrid", 1, 2), ("native", 1, 2), ("native", 2, 2)]
+
+
+def test_ranks_of_a_labelled_excerpt_come_from_its_peers():
+    def record(mode, ranks):
+        return Record("osu", "latency", 8, ranks, 1, mode, "none", "x", "latency", 1.0, "us", 1)
+
+    filled = collect.fill_ranks([record("native", 2), record("bind", 0)])
+    assert [r.ranks for r in filled] == [2, 2]
+    mixed = collect.fill_ranks([record("native", 2), record("native", 4), record("bind", 0)])
+    assert [r.ranks for r in mixed] == [2, 4, 0]  # ambiguous: left unknown
+
+
+def test_verdicts():
+    assert headline.verdict(1.013, 1.002, 1.019, 3) == "within 2%"
+    assert headline.verdict(1.0, 1.0, 1.0, 3) == "within 1%"
+    assert headline.verdict(1.62, 1.60, 1.65, 3) == "1.6x slower"
+    assert headline.verdict(1.31, 1.30, 1.33, 3) == "31% slower"
+    assert headline.verdict(0.5, 0.49, 0.52, 3) == "2.0x faster"
+    assert headline.verdict(0.9, 0.89, 0.91, 1) == "11% faster (1 repeat)"
+    assert headline.verdict(1.05, 0.9, 1.3, 3) == "noisy"  # +-20% spread, +5% effect
+    assert headline.verdict(1.04, 1.01, 1.06, 2) == "4% slower"  # one repeat out of 5%
+
+
+def test_headline_cells_pair_repeats_and_invert_rates():
+    def rec(mode, repeat, value, metric="rate", size=None, operation="write"):
+        unit = "MiB/s" if metric == "rate" else "us"
+        return Record("netcdf-bench", operation, size, 2, 1, mode, "none", "x", metric, value,
+                      unit, repeat)  # fmt: skip
+
+    # repeat 2 of native is a slow outlier, and so is repeat 2 of bind: pairs cancel it
+    records = [rec("native", 1, 400), rec("native", 2, 200), rec("bind", 1, 380),
+               rec("bind", 2, 190)]  # fmt: skip
+    rows = headline.rows(records, [Failure("netcdf-bench", "hybrid", "not in the image")])
+    [row] = rows
+    assert row.group.name == "write rate"
+    bind = row.cells["bind"]
+    assert bind.ratio == pytest.approx(400 / 380) and bind.verdict == "5% slower"
+    assert (bind.low, bind.high) == (pytest.approx(400 / 380), pytest.approx(200 / 190))
+    assert row.cells["hybrid"].verdict == "failed"
+    # latency over sizes: the geometric mean of the per-size ratios
+    sized = [rec(m, 1, v, "latency", s, "latency") for m, s, v in
+             (("native", 1, 1.0), ("native", 16384, 10.0), ("bind", 1, 2.0),
+              ("bind", 16384, 10.0))]  # fmt: skip
+    cells = {r.group.name: r.cells["bind"] for r in headline.rows(sized, [])}
+    assert cells["latency ≤ 8 KiB"].ratio == 2.0 and cells["latency > 8 KiB"].ratio == 1.0
