@@ -107,7 +107,7 @@ def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
     left_out = text.split("## Left out\n\n", 1)[1].split("\n\n", 1)[0]
     assert "job-notes.txt` line 1: output of an unknown format" in left_out
     assert "omb-py (OSU micro-benchmarks for Python (OMB-Py))" in left_out
-    assert "sidecar job-notes.txt.yaml" in left_out
+    assert "fms-clocks (a model's FMS clock table (MOM6))" in left_out
 
 
 def test_summary_json_is_the_headline(mixed):
@@ -366,3 +366,12 @@ def test_headline_cells_pair_repeats_and_invert_rates():
               ("bind", 16384, 10.0))]  # fmt: skip
     cells = {r.group.name: r.cells["bind"] for r in headline.rows(sized, [])}
     assert cells["latency ≤ 8 KiB"].ratio == 2.0 and cells["latency > 8 KiB"].ratio == 1.0
+
+
+def test_left_out_lists_a_few_lines_per_file():
+    from climstack.bench import report
+    from climstack.bench.records import Problem
+
+    problems = [Problem("a.out", n, "garbled") for n in range(1, 6)]
+    items = report._left_out_items(problems + [Problem("b.out", 1, "unknown", "fix it")])
+    assert items[3:] == ["`a.out`: 2 more lines left out", "`b.out` line 1: unknown. Fix: fix it"]

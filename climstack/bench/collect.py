@@ -109,13 +109,12 @@ def _operation(path: Path, run: dict) -> str:
 def _check(path: Path, run: dict, body, name: str | None) -> None:
     """A run the report can use, or LeftOut with the fix."""
     first = body[0][0] if body else 1
+    header = max(first - 1, 1)  # the header line, if any, is just before the body
     if name is None:
         raise LeftOut(
             first,
             "output of an unknown format, left out",
-            fix="give the raw output of one of: "
-            + formats.known()
-            + f"; or name its format in a sidecar {path.name}{SIDECAR} (`benchmark: osu`)",
+            fix="give the raw output (or a pasted table) of one of: " + formats.known(),
         )
     if "mode" not in run:
         raise LeftOut(
@@ -125,10 +124,10 @@ def _check(path: Path, run: dict, body, name: str | None) -> None:
             f"or --label {path.name}=MODE",
         )
     if not MODE_NAME.fullmatch(run["mode"]):
-        raise LeftOut(first - 1, f"mode {run['mode']!r} is no mode name; run left out")
+        raise LeftOut(header, f"mode {run['mode']!r} is no mode name; run left out")
     bad = [key for key in COUNTS if not run.get(key, "0").isdigit()]
     if bad:
-        raise LeftOut(first - 1, f"header {bad[0]}={run[bad[0]]!r} is no count; run left out")
+        raise LeftOut(header, f"header {bad[0]}={run[bad[0]]!r} is no count; run left out")
 
 
 def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> list[Record]:

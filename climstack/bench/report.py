@@ -80,11 +80,23 @@ def _failed_items(failures: list[Failure]) -> list[str]:
     ]
 
 
+SHOWN = 3  # problems listed per file; the rest are counted
+
+
 def _left_out_items(problems: list[Problem]) -> list[str]:
-    return [
-        f"`{p.path}` line {p.line}: {p.message}" + (f". Fix: {p.fix}" if p.fix else "")
-        for p in problems
-    ]
+    """Per file its first problems, then how many more (all of them go to stderr)."""
+    by_path = defaultdict(list)
+    for p in problems:
+        by_path[p.path].append(p)
+    items = []
+    for path, mine in by_path.items():
+        items += [
+            f"`{path}` line {p.line}: {p.message}" + (f". Fix: {p.fix}" if p.fix else "")
+            for p in mine[:SHOWN]
+        ]
+        if len(mine) > SHOWN:
+            items += [f"`{path}`: {len(mine) - SHOWN} more lines left out"]
+    return items
 
 
 def blocks(records, failures, problems, plots: dict[str, Path]) -> list[tuple]:
