@@ -260,10 +260,22 @@ def test_omb_py_titles_name_the_programs():
         assert [m.operation for m in found] == [operation], title
 
 
-def test_barrier_without_sizes_reads():
+def test_barrier_without_sizes_and_non_blocking_overall_times_read():
     lines = ["# OSU MPI Barrier Latency Test v7.4", "# Avg Latency(us)", "              1.43"]
     found = list(formats.osu(list(enumerate(lines, 1)), lambda *a: pytest.fail(str(a))))
     assert [(m.operation, m.bytes, m.value) for m in found] == [("barrier", None, 1.43)]
+    nbc = [
+        "# OSU MPI Non-blocking Allreduce Latency Test v7.4",
+        "# Overall = Coll. Init + Compute + MPI_Test + MPI_Wait",
+        "",
+        "# Size           Overall(us)       Compute(us)    Pure Comm.(us)        Overlap(%)",
+        "4                     12.10              6.01              5.90              0.00",
+    ]
+    assert formats.detect(list(enumerate(nbc[1:], 2))) == "osu"  # without its title, too
+    found = list(formats.osu(list(enumerate(nbc, 1)), lambda *a: pytest.fail(str(a))))
+    assert [(m.operation, m.bytes, m.metric, m.value) for m in found] == [
+        ("iallreduce", 4, "latency", 12.10)
+    ]
 
 
 def test_exit_status_0_when_everything_is_read(tmp_path):

@@ -87,7 +87,10 @@ OSU_NAMES = {
     "all-to-allv personalized exchange": "alltoallv",
     "all-to-all": "alltoall",
 }
-OSU_COLUMNS = re.compile(r"^# (?:Size(?: \(B\))?\s+)?(?:Avg )?(Latency|Bandwidth|MB/s)")
+#: the column line; "Overall(us)": the non-blocking collectives' latency, with overlap
+OSU_COLUMNS = re.compile(
+    r"^# (?:Size(?: \(B\))?\s+)?(?:Avg )?(Latency|Overall\(us\)|Bandwidth|MB/s)"
+)
 
 
 def osu_operation(title: str) -> str:
@@ -114,7 +117,7 @@ def osu(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measur
         if title:
             table["operation"] = osu_operation(title.group(1))
         elif columns:
-            bandwidth = columns.group(1) != "Latency"
+            bandwidth = columns.group(1) in ("Bandwidth", "MB/s")
             table["metric"] = "bandwidth" if bandwidth else "latency"
             table["unit"] = "MB/s" if bandwidth else "us"
             table["sized"] = text.startswith("# Size")
@@ -281,7 +284,9 @@ FORMATS = {
             "osu",
             "OSU micro-benchmarks (C)",
             re.compile(r"^# OSU MPI"),
-            re.compile(r"^# (?:Size(?! \(B\))\s+(?:Avg )?|Avg )(?:Latency|Bandwidth|MB/s)"),
+            re.compile(
+                r"^# (?:Size(?! \(B\))\s+(?:Avg )?|Avg )(?:Latency|Overall\(us\)|Bandwidth|MB/s)"
+            ),
             osu,
         ),
         Format(
