@@ -11,7 +11,7 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from climstack.bench import headline, page
+from climstack.bench import formats, headline, page
 from climstack.bench.ratios import noisy, paired_ratio
 from climstack.bench.records import Failure, Problem, Record, ordered_modes
 from climstack.common import atomic
@@ -133,7 +133,9 @@ def blocks(records, failures, problems, plots: dict[str, Path]) -> list[tuple]:
             " the effect.",
         ),
     ]
-    for benchmark in sorted({r.benchmark for r in records} | {f.benchmark for f in failures}):
+    order = list(formats.FORMATS)  # as the headline: C OSU first, the model last
+    present = {r.benchmark for r in records} | {f.benchmark for f in failures}
+    for benchmark in sorted(present, key=lambda b: (order.index(b) if b in order else 99, b)):
         out += [("h2", benchmark)]
         mine = [r for r in records if r.benchmark == benchmark]
         if mine:
