@@ -137,7 +137,8 @@ def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> 
     _check(path, run, body, name)
 
     def warn(line: int, message: str):
-        problems.append(Problem(str(path), line, message + "; left out"))
+        fix = "restore the line as the program printed it, or delete it"
+        problems.append(Problem(str(path), line, message + "; left out", fix))
 
     found = list(formats.FORMATS[name].parse(body, warn, _operation(path, run)))
     if not found:
