@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from climstack.run import plan as plans
-from climstack.run.runtimes import charliecloud
+from climstack.bind import plan as plans
+from climstack.launch.runtimes import charliecloud
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 from support import programs as helpers  # noqa: E402

@@ -28,14 +28,14 @@ from pathlib import Path
 
 import yaml
 
-from climstack.build import base_image, bench_sources
-from climstack.build import buildcache as bc
-from climstack.build import environments, lock_cache
-from climstack.build import debian_sources as ds
-from climstack.build import oci_cache, signing
-from climstack.build import source_mirror as sm
-from climstack.build.registry import Registry
-from climstack.run import oci_images
+from climstack.image import base_image
+from climstack.launch import oci_images
+from climstack.stack import bench_sources
+from climstack.stack import buildcache as bc
+from climstack.stack import debian_sources as ds
+from climstack.stack import environments, lock_cache, oci_cache, signing
+from climstack.stack import source_mirror as sm
+from climstack.stack.registry import Registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 from support.centre import SLICE_SUITES, Centre, slice_env  # noqa: E402

@@ -1,7 +1,7 @@
 """Print wall times, medians over --repeats runs: warm set-up, a Spack process starting,
 and per environment a cold
 concretization (`climstack concretize --no-reuse`: Spack solves --fresh) and a warm one
-(unchanged inputs: the lockfile is reused, climstack.build.lock_cache).
+(unchanged inputs: the lockfile is reused, climstack.stack.lock_cache).
 
 Goals (issue 16): <= 45 s cold and <= 5 s warm per environment; <= 10 s for bin/setup
 with a warm cache. Last, every environment cold at once as `make local` does it
@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from climstack import pins
-from climstack.build import environments, lock_cache
+from climstack.stack import environments, lock_cache
 
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
 

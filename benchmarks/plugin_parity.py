@@ -20,9 +20,10 @@ from pathlib import Path
 
 from bind_vs_native import run
 
-from climstack.run import parity, plugins
-from climstack.run import plan as plans
-from climstack.run.runtimes import charliecloud
+from climstack.bind import plan as plans
+from climstack.bind import plugins
+from climstack.check import parity
+from climstack.launch.runtimes import charliecloud
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 from support import programs as helpers  # noqa: E402

@@ -1,6 +1,6 @@
 """Install the pinned Spack and builtin repository into the user-level cache, offline-capably,
 detect this host's compilers and build tools once into a scope of their own, and, where
-the system has no Apptainer, make the one the project provides (climstack.run.sid_apptainer).
+the system has no Apptainer, make the one the project provides (climstack.launch.sid_apptainer).
 
 Each clone is made in a temporary directory beside its final place and moved in only after
 its commit (and, for Spack, its reported version) has been checked, so an interrupted or
@@ -16,10 +16,11 @@ from pathlib import Path
 import yaml
 
 from climstack import pins
-from climstack.build import bench_sources
+from climstack import spack as gateway
 from climstack.common import atomic, process, progress, stamp
 from climstack.errors import ClimstackError
-from climstack.run import sid_apptainer
+from climstack.launch import sid_apptainer
+from climstack.stack import bench_sources
 
 CLONE_TIMEOUT_S = 900
 
@@ -171,7 +172,7 @@ def find_local_externals() -> None:
     inputs = stamp.digest(*DETECTIONS)
     if stamp.current(scope / ".inputs", inputs):
         return
-    spack = str(pins.PROJECT_ROOT / "bin" / "spack")
+    spack = str(gateway.SPACK)
 
     def fill(work: Path):
         # the user scope is where both commands write: point it at the new scope

@@ -8,15 +8,14 @@ import time
 from contextlib import ExitStack
 
 import pytest
-
 from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, registered here
-
-from climstack.build import environments
-from climstack.common import atomic
-from climstack.config import spack
 from support import centre
+
+from climstack import spack
+from climstack.common import atomic
 from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
 from climstack.pins import cache_dir
+from climstack.stack import environments
 
 # Host-independence: ignore the user's and the system's Spack configuration.
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"

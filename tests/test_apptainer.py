@@ -10,16 +10,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from climstack import pins
-from climstack.build import image as images
-from climstack.build import sif
-from climstack.run import container_smoke, parity
-from climstack.run import plan as plans
-from climstack.run import sid_apptainer
-from climstack.run.runtimes import apptainer
 from support import io_libraries
 from support import programs as helpers
+
+from climstack import pins
+from climstack.bind import plan as plans
+from climstack.check import container_smoke, parity
+from climstack.image import image as images
+from climstack.image import sif
+from climstack.launch import sid_apptainer
+from climstack.launch.runtimes import apptainer
 
 PROBE = "/opt/probe/bin/mpi-probe"
 APPTAINER = apptainer.on_this_machine()

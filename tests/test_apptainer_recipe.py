@@ -7,14 +7,15 @@ import os
 import subprocess
 
 import pytest
-
-from climstack import pins
-from climstack.build import build_args, containers, environments
-from climstack.errors import ClimstackError
-from climstack.run import plan as plans
-from climstack.run.runtimes import apptainer
 from support import programs as helpers
 from support import recipe_build
+
+from climstack import pins
+from climstack.bind import plan as plans
+from climstack.errors import ClimstackError
+from climstack.image import build_args
+from climstack.launch.runtimes import apptainer
+from climstack.stack import containers, environments
 
 APPTAINER = apptainer.on_this_machine()
 RECIPE = environments.resolve("container-archer2") / containers.RECIPE

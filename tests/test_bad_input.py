@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT
 
-
 CLIMSTACK = str(PROJECT_ROOT / "bin" / "climstack")
 
 

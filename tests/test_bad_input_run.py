@@ -10,8 +10,7 @@ import yaml
 from conftest import PROJECT_ROOT
 from test_bad_input import climstack, refused
 
-from climstack.run import plan as plans
-
+from climstack.bind import plan as plans
 
 # --- bind --------------------------------------------------------------------------------
 

@@ -12,14 +12,15 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROJECT_ROOT, cpus_alone
+from support import cray_tree, programs
 
 from climstack.bench import cli, collect, modes, report, runner
 from climstack.bench.records import COLUMNS, MODES
-from climstack.build import bench_sources, environments, image, image_check, sif
+from climstack.bind import elf
 from climstack.errors import ClimstackError
-from climstack.run import elf
-from support import cray_tree, programs
-from conftest import PROJECT_ROOT, cpus_alone
+from climstack.image import image, image_check, sif
+from climstack.stack import bench_sources, environments
 
 OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
 

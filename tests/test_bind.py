@@ -10,17 +10,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from climstack import pins
-from climstack.build import containers
-from climstack.config import sites
-from climstack.run import discover, loader
-from climstack.run import plan as plans
-from climstack.run.runtimes import charliecloud
 from support import cray_tree
 from support import programs as helpers
-from climstack.errors import ClimstackError
 
+from climstack import pins
+from climstack.bind import discover, loader
+from climstack.bind import plan as plans
+from climstack.errors import ClimstackError
+from climstack.inputs import sites
+from climstack.launch.runtimes import charliecloud
+from climstack.stack import containers
 
 # --- discovery on a synthetic Cray PE tree, and bad input --------------------------------
 

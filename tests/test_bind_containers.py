@@ -8,14 +8,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import needs_charliecloud
+from support import programs as helpers
 
 from climstack import pins
-from climstack.run import loader, verify
-from climstack.run import plan as plans
-from climstack.run.runtimes import apptainer, charliecloud
-from support import programs as helpers
+from climstack.bind import loader
+from climstack.bind import plan as plans
+from climstack.check import verify
+from climstack.launch.runtimes import apptainer, charliecloud
 
 PROBE = "/opt/probe/bin/mpi-probe"
 

@@ -8,12 +8,12 @@ import subprocess
 import pytest
 import yaml
 
-from climstack.build import buildcache as bc
-from climstack.build import debian_sources as ds
-from climstack.build import environments, signing
-from climstack.config import spack
+from climstack import spack
 from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
+from climstack.stack import buildcache as bc
+from climstack.stack import debian_sources as ds
+from climstack.stack import environments, signing
 
 
 def git(*args: str) -> subprocess.CompletedProcess:

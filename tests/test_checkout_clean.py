@@ -12,8 +12,8 @@ import subprocess
 import yaml
 from conftest import PROJECT_ROOT, git_status
 
-from climstack.build import environments, lock_cache
-from climstack.config import spack
+from climstack import spack
+from climstack.stack import environments, lock_cache
 
 #: asks Spack for its compilers the way `spack concretize` does (detecting if none)
 DETECT = "import spack.compilers.config as c; c.all_compilers()"

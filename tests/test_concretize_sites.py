@@ -6,8 +6,8 @@ import pytest
 import yaml
 from conftest import PROJECT_ROOT, lock_nodes, roots, run_spack
 
-from climstack.build import environments, lock_cache
-from climstack.config.drift import cray_sites
+from climstack.cray.drift import cray_sites
+from climstack.stack import environments, lock_cache
 
 #: site -> (target of its compute nodes' CPU, OS of the Cray PE externals), from the
 #: machines' published hardware: ARCHER2 EPYC 7742, Gaea C5 EPYC 7H12, Gaea C6 EPYC 9654,

@@ -9,9 +9,11 @@ from conftest import PROJECT_ROOT
 from spython.main.parse.parsers import SingularityParser
 
 from climstack import pins
-from climstack.build import build_args, containers, environments, image, lock_cache, mpich_base
-from climstack.config.drift import cray_sites
+from climstack.cray import mpich_base
+from climstack.cray.drift import cray_sites
 from climstack.errors import ClimstackError
+from climstack.image import build_args, image
+from climstack.stack import containers, environments, lock_cache
 
 CONTAINER_ENVS = containers.container_environments()
 
@@ -51,7 +53,7 @@ def test_recipe_parses_into_build_and_final_stages(name, tmp_path):
     )
     assert f"pip install --quiet --index-url https://pypi.org/simple {clingo}" in post
     assert 'CLIMSTACK_IMAGE_SLICE="all"' in post and 'source_mirror=""' in post
-    assert "climstack.build.image_check /opt/views/view" in post and "--link-xpmem" in post
+    assert "climstack.image.image_check /opt/views/view" in post and "--link-xpmem" in post
     assert final.layer_files["build"] == [
         "/opt/climstack /opt",
         "/opt/software /opt",

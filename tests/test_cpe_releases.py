@@ -3,8 +3,9 @@
 
 import pytest
 
-from climstack.config import cray_pe, sites
-from climstack.config.drift import cray_sites, pinned_modules
+from climstack.cray import cray_pe
+from climstack.cray.drift import cray_sites, pinned_modules
+from climstack.inputs import sites
 
 CRAY_SITES = cray_sites()
 

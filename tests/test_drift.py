@@ -7,11 +7,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import PROJECT_ROOT, run_spack
+from support.cpe_tree import cpe_tree
 
 from climstack.__main__ import main
-from climstack.config import cray_pe
-from support.cpe_tree import cpe_tree
-from conftest import PROJECT_ROOT, run_spack
+from climstack.cray import cray_pe
 
 CLI = str(PROJECT_ROOT / "bin" / "climstack")
 

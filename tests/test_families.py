@@ -12,17 +12,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import needs_charliecloud
+from support import cray_tree, io_libraries
+from support import programs as helpers
 from test_bind_containers import probe, ready, run
 
 from climstack import pins
-from climstack.config import sites
+from climstack.bind import families, loader
+from climstack.bind import plan as plans
+from climstack.check import verify
 from climstack.errors import ClimstackError
-from climstack.run import families, loader, verify
-from climstack.run import plan as plans
-from support import cray_tree, io_libraries
-from support import programs as helpers
+from climstack.inputs import sites
 
 NC_WRITER = "/opt/probe/bin/nc-writer"
 H5_WRITER = "/opt/probe/bin/h5-writer"

@@ -18,13 +18,14 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support.cpe_tree import cpe_tree
+from support.cray_tree import cray_tree
 
 from climstack.__main__ import main
 from climstack.common import process
-from climstack.config import drift, sites
+from climstack.cray import drift
 from climstack.errors import ClimstackError
-from support.cpe_tree import cpe_tree
-from support.cray_tree import cray_tree
+from climstack.inputs import sites
 
 BOUND_S = 30  # one reader's run on a small tree takes well under a second
 #: the same examples every run (CI never meets a new one by chance); small trees, few steps

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from climstack import pins
-from climstack.build import image, image_check
-from climstack.run import elf
+from climstack.bind import elf
+from climstack.image import image, image_check
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_image_check_passes_inside_the_image(archer2_image):
         archer2_image,
         "python3",
         "-m",
-        "climstack.build.image_check",
+        "climstack.image.image_check",
         image.VIEW,
         cwd="/opt/climstack",
     )
@@ -107,7 +107,7 @@ def test_executable_linked_with_rpath_is_reported(tmp_path):
         check=True,
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "climstack.build.image_check", str(tmp_path)],
+        [sys.executable, "-m", "climstack.image.image_check", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=Path(__file__).parent.parent,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.run import plan as plans
+from climstack.bind import plan as plans
 
 CLIMSTACK = str(PROJECT_ROOT / "bin" / "climstack")
 
@@ -199,7 +199,7 @@ def test_the_unmutated_copy_passes_every_command(project):
 
 
 def test_bind_yaml_defaults_are_filled_from_the_schema(tmp_path):
-    from climstack.config import sites
+    from climstack.inputs import sites
 
     site = tmp_path / "site" / "minimal"
     shutil.copytree(PROJECT_ROOT / "site" / "local", site)

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from climstack.build import environments, smoke
-from climstack.config import spack
-from climstack.run import elf
+from climstack import spack
+from climstack.bind import elf
+from climstack.check import smoke
+from climstack.stack import environments
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import PROJECT_ROOT
 
-from climstack.build import environments, lock_cache
+from climstack.stack import environments, lock_cache
 
 #: a small environment on ARCHER2's site scope, with a copy of our repository
 MANIFEST = {

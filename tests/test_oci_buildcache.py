@@ -14,16 +14,18 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-
-from climstack.build import base_image
-from climstack.build import buildcache as bc
-from climstack.build import image_check, oci_cache, signing
-from climstack.build.registry import Registry
-from climstack.common import stamp
-from climstack.errors import ClimstackError
-from climstack.run import container_smoke, oci_images, plan
 from support import centre
 from support.centre import Centre
+
+from climstack.bind import plan
+from climstack.check import container_smoke
+from climstack.common import stamp
+from climstack.errors import ClimstackError
+from climstack.image import base_image, image_check
+from climstack.launch import oci_images
+from climstack.stack import buildcache as bc
+from climstack.stack import oci_cache, signing
+from climstack.stack.registry import Registry
 
 SLICE = {"xpmem-stub", "mpi-probe", "netcdf-c"}
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.build import environments
-from climstack.config import spack
+from climstack import spack
+from climstack.stack import environments
 
 PACKAGES = sorted(p.name for p in (PROJECT_ROOT / "repo" / "packages").iterdir())
 

@@ -8,15 +8,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import needs_charliecloud
-
-from climstack import pins
-from climstack.errors import ClimstackError
-from climstack.run import loader, parity, plugins
-from climstack.run import plan as plans
 from support import cray_tree
 from support import programs as helpers
+
+from climstack import pins
+from climstack.bind import loader
+from climstack.bind import plan as plans
+from climstack.bind import plugins
+from climstack.check import parity
+from climstack.errors import ClimstackError
 
 PROBE = "/opt/probe/bin/mpi-probe"
 FABRIC = "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"

@@ -13,10 +13,10 @@ from pathlib import Path
 import html5lib
 import matplotlib.image
 import pytest
+from conftest import PROJECT_ROOT
 
 from climstack.bench import collect, formats, headline
 from climstack.bench.records import Failure, Record
-from conftest import PROJECT_ROOT
 
 DATA = Path(__file__).parent / "data" / "bench"
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"

@@ -6,9 +6,9 @@ import subprocess
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.build import environments
-from climstack.config import sites
 from climstack.errors import ClimstackError
+from climstack.inputs import sites
+from climstack.stack import environments
 
 
 @pytest.mark.parametrize("name", sorted(environments.find_environments()))

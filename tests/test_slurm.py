@@ -6,17 +6,17 @@ import shutil
 import subprocess
 
 import pytest
-
 import slurm_cluster
 from conftest import cpus_alone
-
-from climstack import pins
-from climstack.run import loader, slurm
-from climstack.run import plan as plans
-from climstack.run.runtimes import apptainer
 from support import cray_tree
 from support import programs as helpers
+
+from climstack import pins
+from climstack.bind import loader
+from climstack.bind import plan as plans
 from climstack.errors import ClimstackError
+from climstack.jobs import slurm
+from climstack.launch.runtimes import apptainer
 
 PROBE = "/opt/probe/bin/mpi-probe"
 
@@ -243,7 +243,8 @@ def test_bench_job_scripts_run_on_the_local_cluster(cluster, tmp_path):
     """`climstack bench local --emit`: the comparisons' scripts, as a centre gets them, run
     through Slurm (every mode, one repeat, 2 ranks); their .out files report every mode."""
     from climstack.bench import cli, collect
-    from climstack.build import environments, image
+    from climstack.image import image
+    from climstack.stack import environments
 
     cli.install(environments.resolve("local"))  # the native builds (a no-op when installed)
     image_dir = image.build(cli.IMAGE, image.default_destination(cli.IMAGE))

@@ -12,10 +12,10 @@ import tarfile
 import pytest
 import yaml
 
-from climstack.build import debian_sources as ds
-from climstack.build import lock_cache
-from climstack.build import source_mirror as sm
 from climstack.errors import ClimstackError
+from climstack.stack import debian_sources as ds
+from climstack.stack import lock_cache
+from climstack.stack import source_mirror as sm
 
 PACKAGE, VERSION = "climstack-fake", "1.0-1"
 ORIG = f"{PACKAGE}_1.0.orig.tar.gz"

@@ -7,12 +7,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from climstack import pins
-from climstack.run import elf, loader, verify
-from climstack.run import plan as planner
 from support import cray_tree
 from support import programs as helpers
+
+from climstack import pins
+from climstack.bind import elf, loader
+from climstack.bind import plan as planner
+from climstack.check import verify
 
 #: tests that use the probe image skip through its fixture (conftest.image) without
 #: Charliecloud; those reading ELF files or a synthetic tree run anyway

@@ -10,13 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-from climstack import pins
+from climstack import pins, spack
 from climstack.bench import collect, jobs, modes, records, report, runner
-from climstack.build import bench_sources, environments, image, sif
+from climstack.check import container_smoke
 from climstack.common import progress
-from climstack.config import sites, spack
 from climstack.errors import ClimstackError
-from climstack.run import container_smoke
+from climstack.image import image, sif
+from climstack.inputs import sites
+from climstack.stack import bench_sources, environments
 
 #: the container environment whose image the container modes run (`climstack image`)
 IMAGE = "container-archer2"

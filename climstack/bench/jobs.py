@@ -13,13 +13,16 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from climstack import pins
+from climstack import spack as gateway
 from climstack.bench import runner
 from climstack.bench.collect import HEADER
-from climstack.build import environments, image
+from climstack.bind import loader, plan
 from climstack.common import atomic
 from climstack.errors import ClimstackError
-from climstack.run import loader, plan, runtimes, slurm
+from climstack.image import image
+from climstack.jobs import slurm
+from climstack.launch import runtimes
+from climstack.stack import environments
 
 #: plan name -> (mode, host families, PrgEnv flavour)
 PLANS = {
@@ -98,7 +101,7 @@ def script(site, comparison, plans, image_path: str, repeats: int, reasons: dict
         f"# {comparison.name}: {', '.join(comparison.modes)}; {repeats} repeats, alternating",
         *(f"# pending: {why}" for why in comparison.pending),
         *(f"# not emitted: {mode}: {why[:300]}" for mode, why in reasons.items()),
-        f'native_prefix() {{ {pins.PROJECT_ROOT}/bin/spack -e {env_dir} location -i "$1"; }}',
+        f'native_prefix() {{ {gateway.SPACK} -e {env_dir} location -i "$1"; }}',
         f"for repeat in $(seq 1 {repeats}); do",
     ]
     for mode in comparison.modes:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from climstack.bench.records import MODES
-from climstack.build import image, image_check
+from climstack.bind import loader, plan
 from climstack.errors import ClimstackError
-from climstack.run import loader, plan, runtimes
+from climstack.image import image, image_check
+from climstack.launch import runtimes
 
 CONTAINER_MODES = MODES[1:]
 

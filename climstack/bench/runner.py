@@ -4,13 +4,14 @@ what it was (climstack.bench.collect reads them back)."""
 
 import shlex
 import sys
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench.collect import HEADER
 from climstack.bench.modes import Mode
+from climstack.common import process
+from climstack.errors import ClimstackError
 
 
 @dataclass(frozen=True)
@@ -94,16 +95,12 @@ def _run_one(benchmark, mode, out, ranks, timeout) -> str:
     (work / (benchmark.workdir or "")).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
-        proc = subprocess.run(
-            mode.wrap(program),
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=mode.env,
+        what = f"{benchmark.name} ({mode.name})"
+        proc = process.run(
+            mode.wrap(program), what, cwd=work, timeout=timeout, env=mode.env, check=False
         )
-    except subprocess.TimeoutExpired:
-        return failed + shlex.quote(f"no result after {timeout} s") + "\n"
+    except ClimstackError as err:  # not found, or no result within the timeout
+        return failed + shlex.quote(err.message[:300]) + "\n"
     if proc.returncode:
         last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
         reason = f"exit {proc.returncode} after {time.monotonic() - start:.1f} s: {last[:300]}"

@@ -13,10 +13,12 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from climstack.errors import ClimstackError
 
 TAIL = 3000  # characters of a failed command's output quoted in the error
+CompletedProcess, Popen = subprocess.CompletedProcess, subprocess.Popen  # for type hints
 
 
 def with_user(env: dict | None = None) -> dict:
@@ -140,6 +142,26 @@ def stream(
             f"{what} failed (exit {proc.returncode}):\n{output.strip()[-TAIL:]}", fix=fix
         )
     return subprocess.CompletedProcess(command, proc.returncode, output, "")
+
+
+def daemon(command: list, log: Path, *, env: dict | None = None) -> subprocess.Popen:
+    """Start a server in the background, its output appended to `log`; stop it with stop()."""
+    command = [str(part) for part in command]
+    with log.open("ab") as out:
+        return _start(command, command[0], "", stdout=out, stderr=out, env=env)
+
+
+def stop(proc: subprocess.Popen | None, grace: float = 10) -> None:
+    """Stop a daemon(): SIGTERM to its group, SIGKILL after `grace` seconds."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+    except ProcessLookupError:
+        proc.wait()
 
 
 def environ(**changes: str | None) -> dict:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from climstack.build import buildcache as bc
-from climstack.build import debian_sources as ds
-from climstack.build import environments, lock_cache, signing
-from climstack.build import source_mirror as sm
+from climstack import spack
 from climstack.common import atomic, stamp
-from climstack.config import spack
 from climstack.pins import PROJECT_ROOT, cache_dir, spack_user_cache
+from climstack.stack import buildcache as bc
+from climstack.stack import debian_sources as ds
+from climstack.stack import environments, lock_cache, signing
+from climstack.stack import source_mirror as sm
 
 #: the probes plus netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for
 #: byte; 4.9.0's is too, but its recipe also applies a patch downloaded from GitHub, which
@@ -74,7 +74,7 @@ class Centre:
 
 def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
     """A slice of the local environment (same stack and site scope), concretized (reused
-    while its inputs are unchanged: climstack.build.lock_cache). The host's zlib is an
+    while its inputs are unchanged: climstack.stack.lock_cache). The host's zlib is an
     external: Debian repacks zlib's tarball."""
     env_dir.mkdir(parents=True, exist_ok=True)
     manifest = {

@@ -5,8 +5,9 @@ with the modulerc.lua that makes that release's versions the defaults."""
 
 from pathlib import Path
 
-from climstack.config.cray_pe import COMPONENTS, release_table
 from support.cray_tree import shared_library
+
+from climstack.cray.cray_pe import COMPONENTS, release_table
 
 #: what a release ships besides its CPE components (libfabric comes with the Slingshot
 #: host software, GCC is the PrgEnv-gnu default): as site/archer2 and Pawsey's Setonix pin

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack import pins
-from climstack.build import image
 from climstack.common import atomic, stamp
-from climstack.run import sid_apptainer
+from climstack.image import image
+from climstack.launch import sid_apptainer
 
 PROJECT_ROOT = pins.PROJECT_ROOT
 PROBE_SOURCE = PROJECT_ROOT / "repo" / "packages" / "mpi-probe" / "mpi_probe.c"

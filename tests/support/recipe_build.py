@@ -13,9 +13,10 @@ import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.build import build_args, containers, environments, image, sif
 from climstack.common import atomic, process, progress, stamp
-from climstack.run.runtimes import apptainer
+from climstack.image import build_args, image, sif
+from climstack.launch.runtimes import apptainer
+from climstack.stack import containers, environments
 
 #: the user cache, bound into the build at a mount point every Debian image has
 MOUNT = "/mnt"

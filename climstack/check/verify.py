@@ -1,0 +1,313 @@
+"""Will an executable (on the host or in an image) run on the host MPI under a bind plan?
+
+Reads, without running anything: DT_NEEDED, RPATH vs RUNPATH, which libmpi.so.12 and
+libxpmem.so.0 the loader would pick inside the image with the plan's binds and
+LD_LIBRARY_PATH, the MPICH base of both sides, the glibc symbol versions the bound host
+libraries need from the image's C library, and the symbol check: every MPI_*/PMPI_*/MPIX_*
+symbol that the executable and its MPI-using libraries import must be exported by the host
+MPI. Then, with --run, runs it (mpi-probe) under the plan to show which MPI really loaded.
+"""
+
+import json
+import os
+import re
+import shlex
+import sys
+from contextlib import nullcontext
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+
+from climstack.bind import discover, elf, loader
+from climstack.bind.plan import LINKS_DIR, Plan
+from climstack.check import family_check
+from climstack.common import process
+from climstack.errors import ClimstackError
+from climstack.launch import runtimes, sif_image
+
+WATCHED = ("libmpi.so.12", "libxpmem.so.0")
+
+
+@dataclass
+class Report:
+    executable: str
+    needed: list[str] = field(default_factory=list)
+    rpath: list[str] = field(default_factory=list)
+    runpath: list[str] = field(default_factory=list)
+    picks: dict[str, dict] = field(default_factory=dict)  # WATCHED name -> path, rule, host
+    image_mpi: str = ""  # MPICH version of what the image would load without the plan
+    host_mpi: str = ""
+    importers: list[str] = field(default_factory=list)  # files whose MPI imports count
+    imported: int = 0
+    exported: int = 0
+    missing: list[str] = field(default_factory=list)  # imported MPI symbols the host lacks
+    glibc_missing: list[str] = field(default_factory=list)
+    version_missing: list[str] = field(default_factory=list)  # "V of F, needed by G"
+    families: dict[str, dict] = field(default_factory=dict)  # run.family_check's reports
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _glibc_versions(libraries, libc: elf.Elf | None) -> list[str]:
+    """GLIBC_* versions the bound host libraries need that the image's libc lacks."""
+    if libc is None:
+        return []
+    needed = set()
+    for info in libraries:
+        for file, versions in info.version_needs.items():
+            if file in ("libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2"):
+                needed |= {v for v in versions if v.startswith("GLIBC_")}
+    return sorted(
+        needed - libc.version_defs, key=lambda v: [int(x) for x in re.findall(r"\d+", v)]
+    )
+
+
+def version_mismatches(closure: loader.Closure) -> list[str]:
+    """GNU symbol versions (FABRIC_1.9, ...) that loaded objects need from a library the plan
+    supplies (in LINKS_DIR) but that library does not define: ld.so refuses to start."""
+    supplied = {
+        name: lib
+        for name, lib in closure.libraries.items()
+        if lib.path.parent == PurePosixPath(LINKS_DIR)
+    }
+    found = []
+    for lib in [closure.root, *closure.libraries.values()]:
+        for name, versions in lib.info.version_needs.items():
+            if name in supplied:
+                lacking = versions - supplied[name].info.version_defs
+                found += [f"{v} of {name} (needed by {lib.path})" for v in sorted(lacking)]
+    return found
+
+
+def check(executable: str, plan: Plan | None, image: Path | None = None) -> Report:
+    """The report for `executable` (a path inside `image`, or on the host without one)."""
+    root = image or Path("/")
+    plain = loader.View(root)  # the image as built
+    planned = loader.View(root, {dst: Path(src) for src, dst in plan.binds}) if plan else plain
+    path = plan.library_path if plan else []
+
+    report = Report(executable)
+    top = loader.load(executable, plain)
+    report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
+    uses_mpi = "libmpi.so.12" in top.info.needed or bool(top.info.mpi_imports())
+    if not uses_mpi and not (plan and plan.families):  # a serial NetCDF program may bind
+        report.problems.append(f"{executable} does not use MPI (no libmpi.so.12 in DT_NEEDED)")
+    if top.info.rpath and not top.info.runpath:
+        report.problems.append(
+            f"DT_RPATH {':'.join(top.info.rpath)}: searched before LD_LIBRARY_PATH, so the "
+            "image's own MPI wins over the bound host MPI (relink with --enable-new-dtags)"
+        )
+
+    # what the image would load without the plan: its MPI and the MPI-using libraries
+    own = loader.closure(executable, plain)
+    own_mpi = own.libraries.get("libmpi.so.12")
+    if own_mpi and (version := elf.mpich_version(own_mpi.host)):
+        report.image_mpi = str(version)
+    mpi_files = {lib.real for lib in own.libraries.values() if lib.info.mpi_exports()}
+    importers = [top] + [
+        lib
+        for lib in own.libraries.values()
+        if lib.real not in mpi_files and lib.info.mpi_imports()
+    ]
+    report.importers = [str(lib.real) for lib in importers]
+    wanted = set().union(*(lib.info.mpi_imports() for lib in importers))
+    wanted -= set().union(
+        *(lib.info.exports for lib in own.libraries.values() if lib.real not in mpi_files)
+    )  # defined by the image itself
+    report.imported = len(wanted)
+
+    # what it loads under the plan
+    planned_closure = loader.closure(executable, planned, path)
+    for name in WATCHED:
+        library = next(
+            filter(
+                None,
+                (planned_closure.libraries.get(n) for n in discover.ABI_NAMES.get(name, (name,))),
+            ),
+            None,
+        )
+        if library:
+            report.picks[name] = {
+                "path": str(library.path),
+                "rule": library.how,
+                "host": str(library.host.resolve()),
+            }
+    for name, who in planned_closure.missing.items():
+        report.problems.append(f"the loader finds no {name} (needed by {', '.join(who)})")
+    report.version_missing = version_mismatches(planned_closure)
+    for line in report.version_missing:
+        report.problems.append(f"symbol version {line}")
+
+    host_libs = []  # the host MPI's libraries and what they load from the plan
+    if plan and plan.mode == "bind" and uses_mpi:
+        pick = next(
+            filter(
+                None,
+                (
+                    planned_closure.libraries.get(n)  # the C library,
+                    for n in discover.ABI_NAMES["libmpi.so.12"]
+                ),
+            ),
+            None,
+        )  # any name
+        if pick is None or pick.path.parent != PurePosixPath(LINKS_DIR):
+            report.problems.append(
+                "under the plan the loader picks "
+                f"{pick.path if pick else 'no libmpi.so.12'} by {pick.how if pick else '-'}, "
+                "not the host MPI"
+            )
+        for name in discover.ABI_NAMES:  # all of MPI from the host, or the ABI is mixed
+            lib = planned_closure.libraries.get(name)
+            if lib and pick and lib.path.parent != pick.path.parent:
+                report.problems.append(
+                    f"{name} comes from {lib.path} ({lib.how}) but "
+                    f"libmpi.so.12 from {pick.path}: mixed MPI libraries"
+                )
+        for name in (n for n in discover.ABI_NAMES if n in plan.links):
+            host = loader.closure(f"{LINKS_DIR}/{name}", planned, path)
+            host_libs += [host.root] + [
+                lib
+                for lib in host.libraries.values()
+                if lib.path.parent == PurePosixPath(LINKS_DIR)
+            ]
+        host = loader.closure(f"{LINKS_DIR}/libmpi.so.12", planned, path)
+        version = elf.mpich_version(host.root.host)
+        report.host_mpi = str(version) if version else plan.mpi.get("version", "")
+        exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
+        report.exported = len(exports)
+        report.missing = sorted(wanted - exports)
+        if report.missing:
+            report.problems.append(
+                f"the host MPI lacks {len(report.missing)} MPI symbols the application "
+                f"imports: {', '.join(report.missing)}"
+            )
+    if plan:
+        report.families, found = family_check.check(plan, own, planned_closure)
+        report.problems += found
+        host_libs += [
+            lib
+            for lib in planned_closure.libraries.values()
+            if lib.path.parent == PurePosixPath(LINKS_DIR)
+        ]
+    libc = loader.find("libc.so.6", top, [], [], plain) if image else None
+    report.glibc_missing = _glibc_versions(
+        [lib.info for lib in host_libs], libc.info if libc else None
+    )
+    if report.glibc_missing:
+        report.problems.append(
+            f"the bound host libraries need {', '.join(report.glibc_missing)} from the "
+            "image's C library, which lacks them (use an image with a newer glibc)"
+        )
+    return report
+
+
+def render(report: Report) -> str:
+    lines = [
+        f"executable: {report.executable}",
+        f"  DT_NEEDED: {' '.join(report.needed)}",
+        f"  DT_RPATH: {':'.join(report.rpath) or '-'}   "
+        f"DT_RUNPATH: {':'.join(report.runpath) or '-'}",
+    ]
+    for name, pick in report.picks.items():
+        lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
+    lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
+    if report.version_missing:
+        lines.append(f"  symbol versions missing: {'; '.join(report.version_missing)}")
+    lines.append(
+        f"  MPI symbols imported: {report.imported} (by {len(report.importers)} "
+        f"files), exported by the host MPI: {report.exported}, missing: "
+        f"{len(report.missing)}"
+    )
+    for name, family in report.families.items():
+        if "imported" in family:
+            lines.append(
+                f"  {name}: from the host {' '.join(family['from_host']) or '-'}; symbols "
+                f"imported {family['imported']}, exported by the host "
+                f"{family['exported']}, missing {len(family['missing'])}"
+            )
+        if versions := family.get("versions"):
+            lines.append(
+                f"  HDF5: image {versions['image'] or '?'}, loaded under the plan "
+                f"{versions['host'] or '?'} {versions.get('override', '')}".rstrip()
+            )
+    for problem in report.problems:
+        lines.append(f"  REFUSED: {problem}")
+    lines.append("verdict: " + ("ok" if report.ok else "refused"))
+    return "\n".join(lines)
+
+
+PROBE_KEYS = ("library", "loaded", "ranks", "pingpong")
+
+
+def parse_probe(output: str) -> dict[str, str]:
+    found = {}
+    for line in output.splitlines():
+        key, _, value = line.partition(": ")
+        if key in PROBE_KEYS:
+            found[key] = value.strip()
+    return found
+
+
+def run_probe(
+    plan: Plan,
+    image: Path,
+    executable: str,
+    launcher: list[str],
+    timeout: int = 120,
+    env: dict | None = None,
+) -> process.CompletedProcess:
+    """Run `executable` inside the image under the plan, started by `launcher` (host)."""
+    runtime = runtimes.get(plan.runtime)
+    runtime.check_image(plan, image)
+    argv = [*launcher, *runtime.exec_args(plan, str(image), [executable])]
+    what = f"{executable} in {image} under {plan.runtime}"
+    return process.run(argv, what, env={**os.environ, **(env or {})}, timeout=timeout, check=False)
+
+
+def register(commands) -> None:
+    def run(args):
+        plan = Plan.load(args.plan) if args.plan else None
+        if args.image and not args.image.exists():
+            raise ClimstackError(
+                f"--image {args.image} does not exist", fix="give the image directory or .sif"
+            )
+        with sif_image.files(args.image) if args.image else nullcontext() as tree:
+            report = check(args.executable, plan, tree)
+        print(json.dumps(asdict(report), indent=2) if args.json else render(report))
+        if args.run_probe:
+            if not (plan and args.image):
+                raise ClimstackError("--run needs --plan and --image")
+            proc = run_probe(plan, args.image, args.executable, shlex.split(args.launcher))
+            probe = parse_probe(proc.stdout)
+            print(
+                f"run: exit {proc.returncode}; library: {probe.get('library', '?')}; "
+                f"loaded: {probe.get('loaded', '?')}"
+            )
+            if proc.returncode:
+                print(proc.stderr.strip()[-2000:], file=sys.stderr)
+                return 1
+        return 0 if report.ok else 1
+
+    sub = commands.add_parser(
+        "verify",
+        help="check an executable against the host MPI under "
+        "a bind plan: loader picks, MPICH bases, symbol by symbol",
+    )
+    sub.add_argument("executable", help="path on the host, or inside --image")
+    sub.add_argument("--image", type=Path, help="image (directory or .sif) the executable is in")
+    sub.add_argument("--plan", type=Path, help="plan directory written by `climstack bind`")
+    sub.add_argument("--json", action="store_true")
+    sub.add_argument(
+        "--run",
+        dest="run_probe",
+        action="store_true",
+        help="then run it (mpi-probe) under the plan",
+    )
+    sub.add_argument(
+        "--launcher",
+        default="",
+        help="host launcher for --run, e.g. " "'mpiexec -n 2' or 'srun -n 2 --mpi=pmi2'",
+    )
+    sub.set_defaults(run=run)

@@ -1,0 +1,146 @@
+"""`climstack bind`: discover the host MPI and its library closure (bind.discover,
+bind.loader), make the bind plan (bind.plan), write it, and render it for a runtime
+(launch.runtimes) or run a command under it."""
+
+import argparse
+import dataclasses
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from climstack.bind import families, loader, plan
+from climstack.common import process
+from climstack.errors import ClimstackError
+from climstack.launch import runtimes
+
+
+def check_arguments(args) -> None:
+    """Options that the chosen --format would ignore or cannot honour are refused."""
+    if args.format in ("env", "json") and (args.image or args.program):
+        raise ClimstackError(
+            f"--format {args.format} prints the plan and runs nothing: --image and --command "
+            "are for --format args or exec",
+            fix="drop --image/--command, or pass --format args (print) or exec (run)",
+        )
+    if args.format in ("args", "exec") and not args.image:
+        raise ClimstackError(
+            f"--format {args.format} needs --image",
+            fix="pass --image IMAGE (a .sif or an image directory)",
+        )
+    if args.format == "exec" and not args.image.exists():
+        raise ClimstackError(
+            f"--image {args.image} does not exist", fix="give the .sif or image directory"
+        )
+    if args.prepare_image and not args.prepare_image.is_dir():
+        raise ClimstackError(
+            f"--prepare-image {args.prepare_image} is not a directory: it creates mount points "
+            "in a Charliecloud image directory",
+            fix="give an unpacked image directory (ch-convert); a .sif needs no preparing, "
+            "Apptainer creates its mount points itself",
+        )
+
+
+def register(commands) -> None:
+    def run(args):
+        check_arguments(args)
+        view = loader.View(args.root)
+        made = plan.make_plan(
+            args.site,
+            args.mode,
+            view,
+            args.prefix,
+            args.fabric_prefix,
+            runtime=args.runtime,
+            with_families=families.parse_with(args.with_families),
+            flavour=args.flavour,
+        )
+        out = (args.out or plan.default_directory(made)).resolve()
+        # the renderer's bind syntax is checked before anything is written
+        renderer = runtimes.get(made.runtime)
+        if args.format == "env" and not hasattr(renderer, "exports"):
+            renderer = runtimes.get("apptainer")  # Charliecloud has no variables for binds
+        with_links = [*made.binds, [str(out / "lib"), plan.LINKS_DIR]]
+        runtimes.check_bind_paths(dataclasses.replace(made, binds=with_links), renderer.SEPARATORS)
+        made = plan.write(made, out)
+        for absent in made.absent:
+            print(
+                f"climstack bind: warning: site extra absent on this host: {absent}",
+                file=sys.stderr,
+            )
+        for warning in made.warnings:
+            print(f"climstack bind: warning: {warning}", file=sys.stderr)
+        if args.prepare_image:
+            points = plan.prepare_image(made, args.prepare_image)
+            print(f"# created {len(points)} mount points in {args.prepare_image}", file=sys.stderr)
+        if args.format == "json":
+            print(made.to_json())
+        elif args.format == "env":
+            print(renderer.exports(made), end="")
+        else:
+            runtime = runtimes.get(made.runtime)
+            argv = runtime.exec_args(made, str(args.image), args.program or ["true"])
+            if args.format == "args":
+                print(shlex.join(argv))
+            else:
+                runtime.check_image(made, args.image)
+                if not shutil.which(argv[0]):
+                    raise ClimstackError(
+                        f"--format exec: `{argv[0]}` ({made.runtime}) is not on PATH",
+                        fix=f"load the {made.runtime} module, choose another --runtime, or "
+                        "use --format args and run the printed command where it exists",
+                    )
+                os.execvpe(argv[0], argv, process.with_user())
+
+    sub = commands.add_parser(
+        "bind",
+        help="discover the host MPI and its closure; write and "
+        "render a bind plan for Apptainer or Charliecloud",
+    )
+    sub.add_argument("site", help="site scope (archer2, gaea-c6, local) or its path")
+    sub.add_argument("--mode", choices=plan.MODES, default="bind")
+    sub.add_argument("--prefix", help="host MPI prefix (default: module env, then site scope)")
+    sub.add_argument("--fabric-prefix", help="host libfabric prefix (fabric mode)")
+    sub.add_argument("--runtime", choices=runtimes.NAMES, help="default: the site's bind.yaml")
+    sub.add_argument(
+        "--with",
+        dest="with_families",
+        action="append",
+        metavar="FAMILY[=PREFIX],...",
+        help=f"also bind the host's {', '.join(families.FAMILIES)} (prefix: module "
+        "environment, then the site's externals), e.g. --with netcdf,hdf5",
+    )
+    sub.add_argument(
+        "--flavour",
+        choices=tuple(families.FLAVOURS),
+        help="PrgEnv flavour of the host builds (default: bind.yaml, then $PE_ENV)",
+    )
+    sub.add_argument(
+        "--root",
+        type=Path,
+        default=Path("/"),
+        help="host root to discover under (a copy of a host tree)",
+    )
+    sub.add_argument(
+        "--out",
+        type=Path,
+        help="plan directory (default: user cache/bind/...); "
+        "on a Cray, somewhere compute nodes see, e.g. under /work",
+    )
+    sub.add_argument("--format", choices=("env", "json", "args", "exec"), default="env")
+    sub.add_argument("--image", type=Path, help="image (.sif or directory) for args/exec")
+    sub.add_argument(
+        "--prepare-image",
+        type=Path,
+        metavar="IMAGE_DIR",
+        help="create the mount points in a Charliecloud image directory",
+    )
+    sub.add_argument(
+        "--command",
+        dest="program",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="(last) the command to run in the image, with its arguments",
+    )
+    sub.set_defaults(run=run)

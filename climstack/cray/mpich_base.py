@@ -1,0 +1,81 @@
+"""Which ANL MPICH release each Cray MPICH is based on, and the ABI rule we derive from it.
+
+A container's MPICH may be swapped for the host's Cray MPICH only if it exports nothing the
+Cray library lacks. MPICH adds MPI functions in minor releases (4.0: MPI-4.0, 4.1: MPI-4.1,
+5.0: MPI-5.0) and keeps the function set within a minor series, so the rule is: the
+container's MPICH major.minor must not be newer than the Cray MPICH base's major.minor.
+Symbol-level proof for a concrete pair of libraries is `climstack verify`'s job.
+"""
+
+import re
+
+from climstack.errors import ClimstackError
+
+#: (first, last) cray-mpich versions -> ANL MPICH base, with the public source of each claim
+CRAY_MPICH_BASES = (
+    (
+        "7.7.0",
+        "7.7.99",
+        "3.2",
+        "HPE runtime string 'CRAY MPICH version 7.7.15 (ANL base 3.2)' (CSCS ReFrame checks)",
+    ),
+    (
+        "8.0.0",
+        "8.0.99",
+        "3.3",
+        "HPE runtime string 'CRAY MPICH version 8.0.16 (ANL base 3.3)' (CSCS ReFrame checks)",
+    ),
+    (
+        "8.1.0",
+        "8.1.99",
+        "3.4a2",
+        "HPE CPE release notes 21.08-24.03 (PE-Cray/cpe-changelog, 8.1.8-8.1.29) and "
+        "'Cray MPICH 8.1.30 is based upon ANL MPICH 3.4a2'; runtime strings of 8.1.4 and "
+        "8.1.32 say '(ANL base 3.4a2)'",
+    ),
+    (
+        "9.0.0",
+        "9.99.99",
+        "4.1.2",
+        "HPE runtime strings 'CRAY MPICH version 9.0.0.113 (ANL base 4.1.2)', 9.0.1 likewise",
+    ),
+)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """Numeric parts of a version; '3.4a2' -> (3, 4), '8.1.23' -> (8, 1, 23)."""
+    parts = []
+    for piece in version.split("."):
+        match = re.match(r"\d+", piece)
+        if not match:
+            break
+        parts.append(int(match.group()))
+        if match.group() != piece:  # alpha/beta/rc suffix ends the numeric part
+            break
+    return tuple(parts)
+
+
+def base_of(cray_mpich: str) -> tuple[str, str]:
+    """(MPICH base, source) of a cray-mpich version."""
+    wanted = version_tuple(cray_mpich)
+    for first, last, base, source in CRAY_MPICH_BASES:
+        if version_tuple(first) <= wanted <= version_tuple(last):
+            return base, source
+    raise ClimstackError(
+        f"no known ANL MPICH base for cray-mpich {cray_mpich}",
+        fix="add it to CRAY_MPICH_BASES in climstack/cray/mpich_base.py with its HPE source",
+    )
+
+
+def check_container_mpich(container_mpich: str, cray_mpich: str, where: str) -> None:
+    """Refuse a container MPICH newer (major.minor) than the Cray MPICH base."""
+    base, _ = base_of(cray_mpich)
+    series = ".".join(map(str, version_tuple(base)[:2]))
+    if version_tuple(container_mpich)[:2] > version_tuple(base)[:2]:
+        raise ClimstackError(
+            f"{where}: MPICH {container_mpich} is newer than ANL MPICH {base}, the base of the "
+            f"site's cray-mpich {cray_mpich}; applications built against it may call MPI "
+            f"functions the host library lacks",
+            fix=f"pin the container's MPICH to the {series} series, e.g. "
+            f"`packages: mpich: require: ['@{series}:{series}.99']` in its spack.yaml",
+        )

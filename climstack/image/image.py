@@ -1,0 +1,274 @@
+"""Build, on this machine, an image directory equivalent to a recipe's final stage.
+
+Apptainer is not installable here, so the stand-in is an unprivileged Charliecloud image:
+a Debian 12 root filesystem (mmdebstrap; the recipe's base is debian:12 too) holding the
+recipe's %files at the same places, in which our Spack installs the container environment's
+slice `mpi-bench` (xpmem-stub, mpi-probe, OSU and mpiBench) into the recipe's prefixes
+(/opt/software, view /opt/views/view), then links libxpmem.so.0 exactly as the recipe's
+%post does, keeping each executable as built, without it, under NOXPMEM (the benchmarks'
+bind-noxpmem control). The differences: MPICH is PyPI's relocatable mpich wheel declared
+external (containers/local-image), because upstream tarballs cannot be downloaded here, and
+the benchmarks' sources come from the offline routes (site/offline, the source mirror).
+"""
+
+import hashlib
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from climstack import pins
+from climstack import spack as gateway
+from climstack.common import atomic, process, progress, stamp
+from climstack.errors import ClimstackError
+from climstack.stack import bench_sources, containers, environments
+
+BASE_PACKAGES = (
+    "build-essential",
+    "python3",
+    "python3-pyelftools",
+    "patchelf",
+    "file",
+    "ca-certificates",
+    "binutils",
+)
+WHEEL_MPICH = "3.4.3"
+WHEEL_SCOPE = pins.PROJECT_ROOT / "containers" / "local-image"
+WHEEL_SCOPE_IN_IMAGE = "/opt/climstack/containers/local-image"  # ../local-image of IMAGE_ENV
+IMAGE_ENV = "/opt/climstack/containers/env"
+VIEW = "/opt/views/view"
+#: the offline routes of the benchmarks' sources, copied to the same place under /opt/climstack
+OFFLINE_SCOPE = pins.PROJECT_ROOT / "site" / "offline"
+#: where the executables live as built, before libxpmem.so.0 is linked (their image path below)
+NOXPMEM = "/opt/climstack/noxpmem"
+#: the probes and the MPI benchmarks (environments/stack.yaml: image_specs), as the recipe's
+#: `slice` argument
+SLICE = {"CLIMSTACK_IMAGE_SLICE": "mpi-bench"}
+#: what the build stage leaves beside the view; a change rebuilds cached images
+STAGE_OUTPUTS = ("/opt/climstack/environment-hash", f"{IMAGE_ENV}/environment_modifications.sh")
+
+
+def _need(tool: str, package: str) -> str:
+    path = shutil.which(tool)
+    if not path:
+        raise ClimstackError(f"`{tool}` not found", fix=f"apt-get install {package} (bin/setup)")
+    return path
+
+
+def base_rootfs() -> Path:
+    """A cached Debian 12 root filesystem tarball with the build tools the slice needs."""
+    key = stamp.digest(*BASE_PACKAGES, length=12)
+    tarball = pins.cache_dir() / "images" / f"debian12-{key}.tar"
+    if not tarball.exists():
+        _need("mmdebstrap", "mmdebstrap")
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        partial = tarball.with_suffix(".partial.tar")
+        with progress.step("mmdebstrap of the Debian 12 base (once)"):
+            process.run(
+                [
+                    "mmdebstrap",
+                    "--variant=apt",
+                    f"--include={','.join(BASE_PACKAGES)}",
+                    "bookworm",
+                    partial,
+                ],
+                "mmdebstrap of Debian 12",
+                timeout=1800,
+            )
+        partial.replace(tarball)
+    return tarball
+
+
+def pip_install(requirement, prefix: Path) -> None:
+    """`pip install --prefix`, not `--target`: wheels keep their libraries in the data
+    scheme (prefix/lib), which `--target` silently drops."""
+    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile"]
+    process.run(
+        [*command, "--prefix", prefix, requirement], f"pip install of {requirement}", timeout=900
+    )
+
+
+def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
+    """PyPI's mpich wheel, downloaded once into the user cache."""
+    wheels = pins.cache_dir() / "wheels"
+    found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
+    if not found:
+        process.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "-q",
+                "-d",
+                wheels,
+                f"mpich=={version}",
+            ],
+            f"download of PyPI mpich {version}",
+        )
+        found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
+    return found[0]
+
+
+def add_wheel_mpich(root: Path) -> None:
+    """PyPI's MPICH wheel at /opt/mpich-<v> of a root filesystem, and the scope declaring it
+    external at WHEEL_SCOPE_IN_IMAGE."""
+    shutil.copytree(WHEEL_SCOPE, root / WHEEL_SCOPE_IN_IMAGE.lstrip("/"))
+    pip_install(mpich_wheel(), root / f"opt/mpich-{WHEEL_MPICH}")
+
+
+def recipe_files(recipe_text: str) -> list[tuple[str, str]]:
+    """(source, destination) of the recipe's build-stage %files section."""
+    lines = recipe_text.split("\n%files\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    return [tuple(line.split()) for line in lines if line.strip()]
+
+
+def slice_manifest(recipe_text: str) -> str:
+    """The recipe's embedded spack.yaml plus the wheel MPICH and offline sources' scopes
+    (the slice is SLICE)."""
+    manifest = yaml.safe_load(containers.embedded_manifest(recipe_text))
+    # first: highest precedence
+    manifest["spack"]["include"][:0] = ["../local-image", "../../site/offline"]
+    return yaml.safe_dump(manifest, sort_keys=False)
+
+
+def _ch_run(image: Path, *command: str, cwd: str = "/") -> process.CompletedProcess:
+    """Run a command in the image with our Spack, Python and caches bound at their paths."""
+    binds = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path(sys.base_prefix)})
+    args = ["ch-run", "-w", "-c", cwd, *(f"--bind={path}:{path}" for path in binds), str(image)]
+    env = {**os.environ, **SLICE}
+    return process.run([*args, "--", *command], f"`{command[0]}` in the image", env=env)
+
+
+def _stamp(recipe_text: str) -> str:
+    """Digest of everything the image is made from: recipe, its %files, the wheel scope."""
+    sources = [pins.PROJECT_ROOT / source for source, _ in recipe_files(recipe_text)]
+    return stamp.digest(
+        recipe_text,
+        WHEEL_MPICH,
+        *STAGE_OUTPUTS,
+        *sources,
+        WHEEL_SCOPE,
+        OFFLINE_SCOPE,
+        *SLICE.values(),
+        length=64,
+    )
+
+
+def build(name: str, destination: Path, force: bool = False, twin: Path | None = None) -> Path:
+    """Build (or reuse, when its inputs are unchanged) the image directory of `name`; an
+    image `twin` (default: the one at the default destination) built from the same inputs
+    is copied instead."""
+    _need("ch-run", "charliecloud")
+    env_dir = environments.resolve(name)
+    recipe_text = containers.recipe(env_dir)
+    stamp_value = _stamp(recipe_text)
+    stamp_file = inputs_stamp(destination)
+    if not force and stamp.current(stamp_file, stamp_value):
+        return destination
+    if (
+        destination.exists()
+        and not stamp_file.is_file()
+        and (not destination.is_dir() or any(destination.iterdir()))
+    ):  # replacing it would delete whatever it is
+        raise ClimstackError(
+            f"{destination} exists and is not an image this command built (no {stamp_file})",
+            fix="give a new or empty directory, or remove that one yourself",
+        )
+
+    twin = None if force else twin or default_destination(name)
+
+    def fill(work: Path):
+        if twin and _copy_twin(twin, destination, work, stamp_value):
+            return
+        with progress.step("unpacking the Debian 12 base and the recipe's %files"):
+            process.run(["tar", "-xf", base_rootfs(), "-C", work], "unpacking the root filesystem")
+            for source, target in recipe_files(recipe_text):  # the recipe's %files, same places
+                copy = shutil.copytree if (pins.PROJECT_ROOT / source).is_dir() else shutil.copy2
+                (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+                copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
+            add_wheel_mpich(work)
+            shutil.copytree(OFFLINE_SCOPE, work / "opt/climstack/site/offline")
+        env_in_image = work / IMAGE_ENV.lstrip("/")
+        env_in_image.mkdir(parents=True)
+        (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))
+
+        spack = str(gateway.SPACK)
+        with progress.step("concretizing the image's environment in ch-run"):
+            _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
+        mpi_benchmarks = environments.definition("mpi_benchmarks")
+        with progress.step("archiving the MPI benchmarks' git sources into the source mirror"):
+            bench_sources.fill_git(env_in_image, bench_sources.local_mirror(), mpi_benchmarks)
+        with progress.step("installing the probes and the MPI benchmarks in ch-run"):
+            _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
+        stub = _ch_run(work, spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub").stdout.strip()
+        _ch_run(
+            work,
+            "python3",
+            "-m",
+            "climstack.image.image_check",
+            VIEW,
+            "--link-xpmem",
+            f"{stub}/lib",
+            "--keep-unlinked",
+            NOXPMEM,
+            cwd="/opt/climstack",
+        )
+        # as the recipe's build stage: what its final stage turns into a label and variables
+        lock = (env_in_image / "spack.lock").read_bytes()
+        (work / STAGE_OUTPUTS[0].lstrip("/")).write_text(
+            hashlib.sha256(lock).hexdigest()[:16] + "\n"
+        )
+        modifications = _ch_run(work, spack, "env", "activate", "--sh", "-d", IMAGE_ENV).stdout
+        (work / STAGE_OUTPUTS[1].lstrip("/")).write_text(modifications)
+        (work / stamp_file.relative_to(destination)).write_text(stamp_value)
+
+    return atomic.directory(
+        destination, fill, current=lambda: not force and stamp.current(stamp_file, stamp_value)
+    )
+
+
+def inputs_stamp(image_dir: Path) -> Path:
+    """The digest of what an image directory was made from, written last into it."""
+    return image_dir / "opt" / "climstack" / "image-inputs.sha256"
+
+
+def _copy_twin(twin: Path, destination: Path, work: Path, stamp_value: str) -> bool:
+    """Fill `work` with a copy of the image at `twin` if it was built from the same inputs
+    (`climstack image` into another directory, the tests' own beside the user's): seconds
+    instead of a rebuild. Under the twin's lock, so that it is not replaced meanwhile."""
+    if twin.absolute() == destination.absolute():
+        return False
+    with atomic.locked(twin):
+        if not stamp.current(inputs_stamp(twin), stamp_value):
+            return False
+        with progress.step(f"copying {twin}, built from the same inputs"):
+            process.run(["cp", "-a", "--reflink=auto", f"{twin}/.", work], f"copying {twin}")
+    return True
+
+
+def default_destination(name: str) -> Path:
+    return pins.cache_dir() / "images" / name
+
+
+def register(commands) -> None:
+    def run(args):
+        destination = args.destination or default_destination(args.environment)
+        start = time.monotonic()
+        build(args.environment, destination, force=args.force)
+        size = process.run(["du", "-sm", destination], "du").stdout.split()[0]
+        print(f"{destination}: ready in {time.monotonic() - start:.0f} s, {size} MB")
+
+    sub = commands.add_parser(
+        "image",
+        help="build a Charliecloud image directory equivalent "
+        "to a container recipe's final stage (this machine's stand-in)",
+    )
+    sub.add_argument("environment", nargs="?", default="container-archer2")
+    sub.add_argument("destination", nargs="?", type=Path, help="default: user cache/images/ENV")
+    sub.add_argument("--force", action="store_true", help="rebuild even if inputs are unchanged")
+    sub.set_defaults(run=run)

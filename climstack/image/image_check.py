@@ -1,0 +1,144 @@
+"""Bind-model ELF properties of a container's software, checked and (for xpmem) fixed.
+
+Every MPI executable must (1) list libxpmem.so.0 in DT_NEEDED, so that Cray MPICH enables
+XPMEM single-copy transfers, and (2) find its MPI through DT_RUNPATH, never DT_RPATH, so
+that the launcher's LD_LIBRARY_PATH (the bound host MPICH) wins.
+
+It needs only pyelftools besides this package: the image's %post and %test run it as
+`python3 -m climstack.image.image_check` with Debian's python3-pyelftools.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from climstack.bind import elf
+from climstack.common import process
+
+#: SONAMEs of the MPICH ABI (libmpi.so.12 and its Fortran/C++ companions)
+MPI_SONAMES = {"libmpi.so.12", "libmpifort.so.12", "libmpicxx.so.12", "libmpich.so.12"}
+XPMEM_SONAME = "libxpmem.so.0"
+
+
+def resolve_in(sysroot: Path, path: Path) -> Path:
+    """Host path of `path` (absolute, or relative to sysroot) as the image sees it, with
+    symlinks followed inside the image directory `sysroot`."""
+    current = sysroot
+    for part in path.relative_to(path.anchor).parts:
+        current = current / part
+        for _ in range(40):  # the loader's limit on symlink hops
+            if not current.is_symlink():
+                break
+            target = Path(os.readlink(current))
+            current = (
+                sysroot / target.relative_to("/")
+                if target.is_absolute()
+                else current.parent / target
+            )
+    return current
+
+
+def scan(root: Path, sysroot: Path | None = None) -> list[elf.Elf]:
+    """Every dynamic ELF file under root, each read once. With `sysroot`, root and every
+    symlink below it are read as inside that image directory."""
+
+    def resolve(path: Path) -> Path:
+        return resolve_in(sysroot, path.relative_to(sysroot)) if sysroot else path.resolve()
+
+    seen, found = set(), []
+    pending = [resolve_in(sysroot, root) if sysroot else root.resolve()]
+    while pending:
+        for entry in sorted(pending.pop().iterdir()):
+            real = resolve(entry)
+            if real in seen:
+                continue
+            seen.add(real)
+            if real.is_dir():
+                pending.append(real)
+            elif real.is_file() and elf.is_elf(real) and (info := elf.try_read(real)):
+                found.append(info)
+    return found
+
+
+def mpi_users(files: list[elf.Elf]) -> list[elf.Elf]:
+    """Executables that load MPI directly or through a library that does (by SONAME)."""
+    mpi = set(MPI_SONAMES)
+    changed = True
+    while changed:  # grow the set of SONAMEs that pull in MPI until it is closed
+        changed = False
+        for info in files:
+            if info.soname and info.soname not in mpi and mpi.intersection(info.needed):
+                mpi.add(info.soname)
+                changed = True
+    return [f for f in files if f.interpreter and mpi.intersection(f.needed)]
+
+
+def problems(info: elf.Elf) -> list[str]:
+    found = []
+    if XPMEM_SONAME not in info.needed:
+        found.append(f"DT_NEEDED lacks {XPMEM_SONAME}")
+    if info.rpath:
+        found.append(f"has DT_RPATH {':'.join(info.rpath)} (the host MPI would be ignored)")
+    if not info.runpath:
+        found.append("has no DT_RUNPATH")
+    return found
+
+
+def link_xpmem(files: list[elf.Elf], stub_libdir: Path, keep: Path | None = None) -> int:
+    """Add libxpmem.so.0 to DT_NEEDED (and the stub's dir to RUNPATH) of MPI executables;
+    with `keep`, first copy each as built to keep/<its absolute path>."""
+    patched = 0
+    for info in files:
+        if XPMEM_SONAME in info.needed:
+            continue
+        if keep:
+            copy = keep / info.path.relative_to("/")
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(info.path, copy)
+        # one change per call: patchelf 0.14 (Debian 12) garbles a combined call
+        process.run(["patchelf", "--add-needed", XPMEM_SONAME, info.path], "patchelf --add-needed")
+        process.run(["patchelf", "--add-rpath", stub_libdir, info.path], "patchelf --add-rpath")
+        patched += 1
+    return patched
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="climstack.image.image_check", description=__doc__)
+    parser.add_argument("root", type=Path, help="directory to scan, e.g. /opt/views/view")
+    parser.add_argument(
+        "--link-xpmem",
+        type=Path,
+        metavar="STUB_LIBDIR",
+        help="first add libxpmem.so.0 (from this directory) where missing",
+    )
+    parser.add_argument(
+        "--keep-unlinked",
+        type=Path,
+        metavar="DIR",
+        help="with --link-xpmem: keep each executable as built at DIR/<its path>",
+    )
+    args = parser.parse_args(argv)
+    if not args.root.is_dir():
+        print(f"image_check: error: {args.root} is not a directory", file=sys.stderr)
+        return 2
+    executables = mpi_users(scan(args.root))
+    if args.link_xpmem:
+        linked = link_xpmem(executables, args.link_xpmem, args.keep_unlinked)
+        print(f"linked {XPMEM_SONAME} into {linked} files")
+        executables = mpi_users(scan(args.root))
+    failures = 0
+    for info in sorted(executables, key=lambda i: str(i.path)):
+        bad = problems(info)
+        failures += bool(bad)
+        print(f"{'FAIL' if bad else 'ok  '} {info.path}{': ' + '; '.join(bad) if bad else ''}")
+    print(f"{len(executables)} MPI executables checked, {failures} failed")
+    if not executables:
+        print(f"image_check: error: no MPI executables under {args.root}", file=sys.stderr)
+        return 2
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""Build a SIF, with Apptainer itself, from the image directory that `climstack image` made.
+
+The definition is the recipe's final stage with `Bootstrap: localimage`: its %labels,
+%environment, %runscript, %test and %help as they are, and its %post without the lines that
+install OS packages (the image has them). The image directory is squashed first with every
+file owned by root: an unprivileged `apptainer build` cannot copy files owned by other
+users, nor device nodes, out of a directory.
+"""
+
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from climstack.common import atomic, process, progress, stamp
+from climstack.errors import ClimstackError
+from climstack.image import build_args, image
+from climstack.launch.runtimes import apptainer
+from climstack.stack import containers, environments
+
+#: %post lines of the final stage that install OS packages
+OS_PACKAGE_LINE = re.compile(r"DEBIAN_FRONTEND|apt-get|/var/lib/apt/lists")
+KEPT = ("post", "environment", "runscript", "test", "help", "labels")
+#: left out of the squashed image: devices come from the host, apt's lists are not needed
+EXCLUDED = ("dev/*", "var/cache/apt/*", "var/lib/apt/lists/*")
+
+
+def squash(directory: Path, output: Path) -> Path:
+    """An uncompressed squashfs of `directory`, every file owned by root (a localimage)."""
+    process.run(
+        ["mksquashfs", directory, output, "-all-root", "-noappend", "-quiet", "-no-progress"]
+        + ["-noI", "-noD", "-noF", "-noX", "-wildcards", "-e", *EXCLUDED],
+        f"mksquashfs of {directory}",
+        fix="apt-get install squashfs-tools (bin/setup)",
+    )
+    return output
+
+
+def final_stage(recipe_text: str) -> dict[str, str]:
+    """The recipe's final stage, section name -> body (the header under "")."""
+    sections, name = {"": ""}, ""
+    for line in build_args.stages(recipe_text)[-1].splitlines(keepends=True):
+        heading = re.match(r"^%(\S+)", line)
+        if heading:
+            name = heading.group(1)
+            sections[name] = ""
+        else:
+            sections[name] += line
+    return sections
+
+
+def definition(recipe_text: str, squashed: str) -> str:
+    stage = final_stage(recipe_text)
+    stage["post"] = "".join(
+        line
+        for line in stage["post"].splitlines(keepends=True)
+        if not OS_PACKAGE_LINE.search(line)
+    )
+    body = "".join(f"%{name}\n{stage[name].strip(chr(10))}\n\n" for name in KEPT if name in stage)
+    return f"Bootstrap: localimage\nFrom: {squashed}\n\n{body}"
+
+
+def build(
+    name: str, destination: Path, image_dir: Path | None = None, twin: Path | None = None
+) -> Path:
+    """The SIF of environment `name` (reused while its image and recipe are unchanged; a SIF
+    `twin`, by default the one at the default destination, made from the same is copied)."""
+    recipe_text = containers.recipe(environments.resolve(name))
+    image_dir = image_dir or image.build(name, image.default_destination(name))
+    image_stamp = image.inputs_stamp(image_dir)
+    if not image_stamp.is_file():
+        raise ClimstackError(
+            f"{image_dir} is not an image `climstack image` made (no {image_stamp})",
+            fix=f"climstack image {name} {image_dir}",
+        )
+    # the image's inputs, not its path: the same image anywhere makes the same SIF
+    value = stamp.digest(recipe_text, image_stamp.read_text().strip(), length=64)
+    with atomic.locked(destination):  # one builder at a time; the others reuse
+        stamp_file = _inputs_of(destination)
+        if destination.is_file() and stamp.current(stamp_file, value):
+            return destination
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".sif-") as tmp:
+            partial = Path(tmp) / destination.name
+            if not _copy_twin(twin or default_destination(name), destination, partial, value):
+                _apptainer_build(recipe_text, image_dir, partial)
+            partial.replace(destination)
+        atomic.write_text(stamp_file, value)
+        return destination
+
+
+def _apptainer_build(recipe_text: str, image_dir: Path, sif: Path) -> None:
+    """Squash `image_dir` and build `sif` from it with the recipe's final stage."""
+    work = sif.parent
+    squashed = work / "image.sqfs"
+    with progress.step(f"squashing {image_dir}"):
+        squash(image_dir, squashed)
+    (work / "image.def").write_text(definition(recipe_text, str(squashed)))
+    with progress.step(f"apptainer build {sif.name} (runs the recipe's %test)"):
+        process.run(
+            [apptainer.on_this_machine(), "build", sif, work / "image.def"],
+            "apptainer build of the SIF",
+            timeout=1800,
+            env=process.environ(APPTAINER_TMPDIR=work),
+        )
+
+
+def default_destination(name: str) -> Path:
+    return image.default_destination(name).with_suffix(".sif")
+
+
+def _inputs_of(sif: Path) -> Path:
+    return sif.with_name(sif.name + ".inputs")
+
+
+def _copy_twin(twin: Path, destination: Path, partial: Path, value: str) -> bool:
+    """Copy the SIF at `twin` to `partial` if it was built from the same inputs (the tests'
+    own beside the user's): a second apptainer build would make the same image."""
+    if twin.absolute() == destination.absolute():
+        return False
+    with atomic.locked(twin):
+        if not (twin.is_file() and stamp.current(_inputs_of(twin), value)):
+            return False
+        with progress.step(f"copying {twin}, built from the same inputs"):
+            shutil.copy2(twin, partial)
+    return True
+
+
+def register(commands) -> None:
+    def run(args):
+        destination = args.destination or default_destination(args.environment)
+        start = time.monotonic()
+        build(args.environment, destination, args.image)
+        size = destination.stat().st_size / 2**20
+        print(f"{destination}: ready in {time.monotonic() - start:.0f} s, {size:.0f} MB")
+
+    sub = commands.add_parser(
+        "sif",
+        help="build a SIF with Apptainer from the image directory "
+        "of `climstack image` and the recipe's final stage",
+    )
+    sub.add_argument("environment", nargs="?", default="container-archer2")
+    sub.add_argument(
+        "destination", nargs="?", type=Path, help="default: user cache/images/ENV.sif"
+    )
+    sub.add_argument("--image", type=Path, help="image directory (default: climstack image's)")
+    sub.set_defaults(run=run)

@@ -1,0 +1,132 @@
+"""Site scopes (site/<name>/): which exist, their bind.yaml (checked against
+schemas/bind.json, defaults filled), and their Spack configuration as Spack merges it:
+included scopes (site/cray-ex) and the user's scopes count, as in `spack config get`."""
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from climstack import inputs, spack
+from climstack.errors import ClimstackError
+from climstack.pins import PROJECT_ROOT
+
+SITES_DIR = PROJECT_ROOT / "site"
+#: the Cray PE externals whose libraries an MPI needs (what `module load` would add)
+RUNTIME_EXTERNALS = ("cray-pmi", "libfabric", "xpmem")
+
+
+def shared_scopes() -> set[str]:
+    """Folders of site/ that other scopes include (cray-ex, gaea): not sites of their own."""
+    shared = set()
+    for include in SITES_DIR.glob("*/include.yaml"):
+        entries = (inputs.parse_yaml(include, "list the scopes it includes") or {}).get("include")
+        for entry in entries or []:
+            path = entry if isinstance(entry, str) else str((entry or {}).get("path", ""))
+            if (include.parent / path).resolve().parent == SITES_DIR.resolve():
+                shared.add(Path(path).name)
+    return shared
+
+
+def known_sites() -> list[str]:
+    shared = shared_scopes()
+    return sorted(p.name for p in SITES_DIR.iterdir() if p.is_dir() and p.name not in shared)
+
+
+#: run by `spack python`: `config get` and `config blame` of packages, one JSON line
+PRINT_PACKAGES = spack.SCRIPTS / "print_packages.py"
+
+
+@dataclass(frozen=True)
+class Site:
+    name: str
+    path: Path
+
+    @functools.cached_property
+    def bind(self) -> dict:
+        """bind.yaml (not a Spack section: Spack ignores the file), defaults filled."""
+        return inputs.load_yaml(
+            self.path / "bind.yaml",
+            "bind",
+            fix=f"compare with {SITES_DIR / 'local' / 'bind.yaml'} "
+            "(schema: climstack/inputs/schemas/bind.json)",
+        )
+
+    @functools.cached_property
+    def packages(self) -> dict:
+        """The `packages:` section of this scope merged by Spack with what it includes and
+        with the user's scopes (`spack -C <site> config get packages`)."""
+        return (yaml.safe_load(self._merged["get"]) or {}).get("packages") or {}
+
+    @functools.cached_property
+    def _blame(self) -> list[tuple[str, str]]:
+        """(file:line, text) of each line of the merged section (`spack config blame`)."""
+        lines = self._merged["blame"].splitlines()
+        return [
+            (where, text.strip()) for where, _, text in (line.partition(" ") for line in lines)
+        ]
+
+    @functools.cached_property
+    def _merged(self) -> dict[str, str]:
+        """`spack config get packages` and `spack config blame packages`, both printed by one
+        Spack process (each Spack process starts in ~0.5 s)."""
+        proc = spack.run("-C", str(self.path), "python", str(PRINT_PACKAGES), check=False)
+        if proc.returncode != 0:
+            raise ClimstackError(
+                f"Spack cannot read the site scope {self.path}: "
+                + " ".join((proc.stderr or proc.stdout).split())[-600:],
+                fix="correct the file and key named above (`bin/climstack check` shows it)",
+            )
+        return json.loads(proc.stdout.splitlines()[-1])
+
+    def origin(self, prefix: str, key: str = "prefix") -> str:
+        """file:line of the scope that sets this external prefix (or another key's value)."""
+        for where, text in self._blame:
+            if text in (f"{key}: {prefix}", f"- {key}: {prefix}"):
+                return where
+        return f"site {self.name}"
+
+    def externals(self, package: str) -> list[dict]:
+        return (self.packages.get(package) or {}).get("externals") or []
+
+    def external_prefix(self, *packages: str) -> str | None:
+        """Prefix of the first external of the first of `packages` that has one."""
+        for name in packages:
+            for external in self.externals(name):
+                if external.get("prefix"):
+                    return external["prefix"]
+        return None
+
+    def external_version(self, package: str) -> str | None:
+        for external in self.externals(package):
+            return (
+                external["spec"].split("@", 1)[1].split()[0] if "@" in external["spec"] else None
+            )
+        return None
+
+    def runtime_library_dirs(self) -> list[str]:
+        """lib/ and lib64/ of the cray-pmi, libfabric and xpmem externals: the versions
+        live in packages.yaml only."""
+        prefixes = [self.external_prefix(name) for name in RUNTIME_EXTERNALS]
+        return [f"{prefix}/{lib}" for prefix in prefixes if prefix for lib in ("lib", "lib64")]
+
+
+@functools.cache
+def _site(path: Path) -> Site:
+    return Site(path.name, path)
+
+
+def get(site: "str | Site") -> Site:
+    """A site by name (a folder of site/) or by the path of a scope directory."""
+    if isinstance(site, Site):
+        return site
+    path = Path(site) if "/" in site else SITES_DIR / site
+    if not path.is_dir():
+        raise ClimstackError(
+            f"site scope {path} does not exist",
+            fix=f"name a folder of site/ ({', '.join(known_sites())}) or give "
+            "the path of a scope directory",
+        )
+    return _site(path.resolve())

@@ -1,0 +1,260 @@
+"""Slurm job scripts that run a container in bind, hybrid or fabric mode.
+
+One `srun` per job; a coupled model (ESM4: atmosphere and ocean as separate executables in
+one MPI_COMM_WORLD) is a heterogeneous job whose components are joined by `:` in that
+srun. Lessons built in (Gaea containers paper and our tests): heterogeneous steps hung
+with `--export=NONE`, so the environment is exported (ALL) and the plan's settings are set
+on the container, not left to the launcher; the executable must load the host MPI, so in
+bind mode an image directory is checked with `climstack verify` before a script is written,
+and with --parity the job first runs `climstack parity` on its first node; the MPI plugin is
+the site's (cray_shasta on HPE Cray EX, pmi2 here).
+"""
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from climstack.bind import families
+from climstack.bind.plan import Plan
+from climstack.check import parity, verify
+from climstack.errors import ClimstackError
+from climstack.inputs import sites
+from climstack.launch import runtimes
+from climstack.pins import PROJECT_ROOT
+
+
+@dataclass
+class Component:
+    nodes: int
+    ntasks: int
+    command: list[str]
+
+    @classmethod
+    def parse(cls, spec: str) -> "Component":
+        """'NODESxTASKS command args...', e.g. '1x4 /opt/view/bin/ocean.exe -n 5'."""
+        shape, _, command = spec.strip().partition(" ")
+        try:
+            nodes, ntasks = (int(n) for n in shape.lower().split("x"))
+        except ValueError as err:
+            raise ClimstackError(
+                f"component {spec!r}: expected 'NODESxTASKS command'",
+                fix="e.g. --component '1x2 /opt/view/bin/atmos.exe'",
+            ) from err
+        example = "e.g. --component '1x2 /opt/view/bin/atmos.exe'"
+        if not command.strip():
+            raise ClimstackError(f"component {spec!r} has no command", fix=example)
+        if nodes < 1 or ntasks < nodes:
+            raise ClimstackError(
+                f"component {spec!r}: {nodes} nodes and {ntasks} tasks (at least 1 node, and "
+                "a task on every node)",
+                fix=example,
+            )
+        try:
+            return cls(nodes, ntasks, shlex.split(command))
+        except ValueError as err:  # an unclosed quote
+            raise ClimstackError(f"component {spec!r}: {err}", fix=example) from err
+
+
+def script(
+    site: str,
+    plan: Plan,
+    image: str,
+    components: list[Component],
+    job_name: str = "climstack",
+    export: str = "ALL",
+    extra: list[str] = (),
+    parity_native: str = "",
+    parity_probe: str = parity.DEFAULT_PROBE,
+) -> str:
+    config = sites.get(site).bind["slurm"]
+    het = len(components) > 1
+    if het and export.upper() == "NONE":
+        raise ClimstackError(
+            "heterogeneous job steps hang with --export=NONE (seen on Gaea)",
+            fix="keep the default --export=ALL; the plan sets the "
+            "container's environment itself",
+        )
+    lines = preamble(site, components, job_name, export, extra)
+    lines.insert(
+        lines.index("set -euo pipefail") + 1,
+        f"# bind plan: site {plan.site}, mode {plan.mode}, runtime {plan.runtime}"
+        + (f", host MPI {plan.mpi.get('version')}" if plan.mpi else ""),
+    )
+    mpi = config["mpi"]
+    if parity_native:  # on the first node, 2 ranks, the same launcher as the job
+        launcher = f"srun --mpi={mpi} --nodes=1 --ntasks=2 --overcommit" + (
+            " --het-group=0" if het else ""
+        )
+        lines += [
+            "# pre-flight: the container must load the network providers a native run loads",
+            shlex.join(
+                [
+                    str(PROJECT_ROOT / "bin" / "climstack"),
+                    "parity",
+                    f"--plan={plan.directory}",
+                    f"--image={image}",
+                    f"--native={parity_native}",
+                    f"--probe={parity_probe}",
+                    f"--launcher={launcher}",
+                ]
+            ),
+        ]
+    steps = []
+    for index, component in enumerate(components):
+        before, rank = runtimes.get(plan.runtime).job_lines(plan, image, component.command)
+        if index == 0:
+            lines += before
+        steps.append(srun_options(site, component, index if het else None) + " " + rank)
+    lines.append("srun " + " \\\n  : ".join(steps))
+    return "\n".join(lines) + "\n"
+
+
+def preamble(site: str, components, job_name: str, export="ALL", extra=()) -> list[str]:
+    """The #SBATCH lines of a job (a het group per component) and its first commands."""
+    config = sites.get(site).bind["slurm"]
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --export={export}"]
+    directives = [f"--{key}={value}" for key, value in config["directives"].items()]
+    directives += [*config["extra_directives"], *extra]
+    for index, component in enumerate(components):
+        if index:
+            lines.append("#SBATCH hetjob")
+        lines.append(f"#SBATCH --nodes={component.nodes} --ntasks={component.ntasks}")
+        lines += [f"#SBATCH {d}" for d in directives]
+    return lines + [
+        "set -euo pipefail",
+        *config["setup"],
+        'export USER="${USER:-$(id -un)}"  # ch-run needs it',
+    ]
+
+
+def srun_options(site: str, component: Component, het_group: int | None = None) -> str:
+    """The site's srun options for one component (of het group `het_group`)."""
+    options = [
+        f"--mpi={sites.get(site).bind['slurm']['mpi']}",
+        "--cpu-bind=cores",
+        f"--nodes={component.nodes}",
+        f"--ntasks={component.ntasks}",
+    ]
+    return " ".join(options + ([f"--het-group={het_group}"] if het_group is not None else []))
+
+
+def require_families(plan: Plan, wanted: dict) -> None:
+    """`--with`: the job needs these host families, so the plan must bind them."""
+    lacking = sorted(set(wanted) - set(plan.families))
+    if lacking:
+        raise ClimstackError(
+            f"the plan {plan.directory or '-'} binds no host {', '.join(lacking)} "
+            f"(it binds: {', '.join(['mpi', *plan.families])})",
+            fix=f"write the plan with `climstack bind {Path(plan.site).name} --with "
+            f"{','.join(lacking)} --out DIR`, then pass --plan DIR",
+        )
+
+
+def preflight(plan: Plan, image: Path, components: list[Component]) -> None:
+    """In bind mode, every component's executable must load the host MPI and the host's
+    families (an image dir)."""
+    if plan.mode != "bind" or not image.is_dir():
+        return
+    for component in components:
+        report = verify.check(component.command[0], plan, image)
+        if not report.ok:
+            raise ClimstackError(
+                f"{component.command[0]} in {image} would not run on the host MPI:\n"
+                + verify.render(report),
+                fix="rebuild it (RUNPATH, an MPICH no newer than the host's base), or "
+                "--no-verify to write the script anyway",
+            )
+
+
+def register(commands) -> None:
+    def run(args):
+        plan = Plan.load(args.plan)
+        if args.component and args.program:
+            raise ClimstackError(
+                "--component and --command both given: a job runs either one command or "
+                "heterogeneous components",
+                fix="--command PROG ARGS for one component, or repeat --component "
+                "'NODESxTASKS PROG ARGS' and put each command in it",
+            )
+        components = [Component.parse(c) for c in args.component] or [
+            Component(args.nodes, args.ntasks, args.program)
+        ]
+        if not components[0].command:
+            raise ClimstackError(
+                "no command to run",
+                fix="--command PROG ARGS (last), or "
+                "--component 'NODESxTASKS PROG ARGS' per het component",
+            )
+        require_families(plan, families.parse_with(args.with_families))
+        if not args.no_verify:
+            preflight(plan, args.image, components)
+        text = script(
+            args.site,
+            plan,
+            str(args.image),
+            components,
+            args.job_name,
+            args.export,
+            args.sbatch,
+            args.parity,
+            args.parity_probe,
+        )
+        if args.output:
+            args.output.write_text(text)
+            args.output.chmod(0o755)
+            print(f"wrote {args.output}")
+        else:
+            print(text, end="")
+
+    sub = commands.add_parser(
+        "slurm",
+        help="write a Slurm job script running the container "
+        "under a bind plan, with heterogeneous steps for coupled models",
+    )
+    sub.add_argument("site", help="site scope (archer2, gaea-c6, local) or its path")
+    sub.add_argument("--plan", type=Path, required=True, help="plan dir from `climstack bind`")
+    sub.add_argument("--image", type=Path, required=True, help=".sif or image directory")
+    sub.add_argument("--nodes", type=int, default=1)
+    sub.add_argument("--ntasks", type=int, default=1)
+    sub.add_argument(
+        "--component",
+        action="append",
+        default=[],
+        metavar="'NxT CMD'",
+        help="one heterogeneous component: nodes x tasks and its command",
+    )
+    sub.add_argument("--job-name", default="climstack")
+    sub.add_argument("--export", default="ALL", help="sbatch --export (NONE hangs hetjobs)")
+    sub.add_argument(
+        "--sbatch",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="extra #SBATCH option, e.g. --account=n02",
+    )
+    sub.add_argument("--no-verify", action="store_true", help="skip the bind-mode preflight")
+    sub.add_argument(
+        "--with",
+        dest="with_families",
+        action="append",
+        metavar="FAMILY,...",
+        help="host library families the job needs bound (the plan must bind them)",
+    )
+    sub.add_argument(
+        "--parity",
+        metavar="NATIVE_PROBE",
+        help="run `climstack parity` on the first node before the job, with this host build "
+        "of mpi-probe (the job fails if the container loses a network provider)",
+    )
+    sub.add_argument(
+        "--parity-probe", default=parity.DEFAULT_PROBE, help="mpi-probe inside the image"
+    )
+    sub.add_argument("--output", type=Path, help="write the script here (default: stdout)")
+    sub.add_argument(
+        "--command",
+        dest="program",
+        nargs="+",
+        default=[],
+        help="(last) the command of a single-component job",
+    )
+    sub.set_defaults(run=run)

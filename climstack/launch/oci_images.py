@@ -1,0 +1,92 @@
+"""Images straight from a buildcache: `climstack buildcache push --base-image` makes every
+pushed spec an OCI image (the base plus one layer per Spack prefix, at the building
+centre's install paths, PATH set). This pulls one with each runtime, as a user would:
+`ch-image pull` into an image directory, `apptainer pull docker://` into a SIF.
+
+TLS and credentials come from the registry client environment (climstack.stack.registry):
+SSL_CERT_FILE (Go: Apptainer), REQUESTS_CA_BUNDLE (Python: ch-image), and
+CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN, handed to each tool under its own names.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from climstack.common import process, progress
+from climstack.errors import ClimstackError
+from climstack.launch.runtimes import apptainer
+from climstack.stack.registry import credentials
+
+
+def _environ(user_var: str, password_var: str) -> dict:
+    env = dict(os.environ)
+    if os.environ.get("SSL_CERT_FILE"):
+        env["REQUESTS_CA_BUNDLE"] = os.environ["SSL_CERT_FILE"]
+    if login := credentials():
+        env[user_var], env[password_var] = login
+    # ch-image runs on `python3` from PATH and needs Debian's python3-lark
+    env["PATH"] = "/usr/bin:" + env.get("PATH", "")
+    return env
+
+
+def pull_charliecloud(reference: str, storage: Path) -> Path:
+    """`ch-image pull` the image into a ch-image storage; its image directory. The image is
+    named without its registry host, so that pulls from a registry on another port replace
+    it (and hit ch-image's build cache) rather than add a copy per port."""
+    if not shutil.which("ch-image"):
+        raise ClimstackError(
+            "`ch-image` not found", fix="apt-get install charliecloud (bin/setup)"
+        )
+    env = _environ("CH_IMAGE_USERNAME", "CH_IMAGE_PASSWORD")
+    auth = ["--auth"] if env.get("CH_IMAGE_USERNAME") else []
+    with progress.step(f"ch-image pull {reference}"):
+        process.run(
+            ["ch-image", "-s", storage, "pull", *auth, reference, local_name(reference)],
+            f"ch-image pull {reference}",
+            env=env,
+            fix="check the reference (`climstack buildcache list oci://...`), the registry's "
+            "certificate (SSL_CERT_FILE) and credentials",
+        )
+    return charliecloud_image_dir(storage, reference)
+
+
+def local_name(reference: str) -> str:
+    """REPOSITORY:TAG of HOST[:PORT]/REPOSITORY:TAG."""
+    host, _, rest = reference.partition("/")
+    if not rest or (host != "localhost" and not any(c in host for c in ".:")):
+        return reference  # no registry host in it
+    return rest
+
+
+def charliecloud_image_dir(storage: Path, reference: str) -> Path:
+    """Where `pull_charliecloud` puts `reference` in a ch-image storage."""
+    return storage / "img" / local_name(reference).replace("/", "%").replace(":", "+")
+
+
+def pull_apptainer(reference: str, sif: Path) -> Path:
+    """`apptainer pull` the image into a SIF."""
+    env = _environ("APPTAINER_DOCKER_USERNAME", "APPTAINER_DOCKER_PASSWORD")
+    sif.unlink(missing_ok=True)
+    with progress.step(f"apptainer pull docker://{reference}"):
+        process.run(
+            [apptainer.on_this_machine(), "pull", sif, f"docker://{reference}"],
+            f"apptainer pull docker://{reference}",
+            env=env,
+            timeout=1800,
+            fix="check the reference, the registry's certificate and credentials",
+        )
+    return sif
+
+
+def program(image_dir: Path, name: str) -> str:
+    """Where `name` is in a pulled image directory, on the PATH its config sets."""
+    metadata = json.loads((image_dir / "ch" / "metadata.json").read_text())
+    path = metadata.get("env", {}).get("PATH", "")
+    for entry in path.split(":"):
+        if entry and (image_dir / entry.lstrip("/") / name).is_file():
+            return f"{entry}/{name}"
+    raise ClimstackError(
+        f"no {name} on the image's PATH ({path})",
+        fix="pull the image of a spec that installs it (its tag: NAME-VERSION-HASH.spack)",
+    )

@@ -1,0 +1,163 @@
+"""Container environments: check them, emit their Apptainer recipes, guard the MPI ABI.
+
+A container environment is containers/<site>/spack.yaml with a `container:` section; its
+label org.climstack.target-site names the site whose Cray MPICH will replace the image's
+MPICH at run time. `spack containerize` renders it through our template
+(containers/templates/container/climstack.def) into containers/<site>/app.def, which is
+committed so that review sees every change of the recipe.
+"""
+
+import difflib
+import json
+from pathlib import Path
+
+from climstack import spack
+from climstack.common import atomic
+from climstack.cray import mpich_base
+from climstack.errors import ClimstackError
+from climstack.inputs import sites
+from climstack.pins import PROJECT_ROOT
+from climstack.stack import environments
+
+RECIPE = "app.def"
+SITE_LABEL = "org.climstack.target-site"
+MANIFEST_MARKER = "END_OF_MANIFEST"
+
+
+def container_section(env_dir: Path) -> dict:
+    manifest = env_dir / "spack.yaml"
+    section = environments.manifest(env_dir)["spack"].get("container")
+    if not isinstance(section, dict) or not section:
+        raise ClimstackError(
+            f"{manifest} has no `container:` section, so `spack containerize` cannot use it",
+            fix="copy the container: section of containers/archer2/spack.yaml and adapt "
+            "its labels to the target site",
+        )
+    return section
+
+
+def target_site(env_dir: Path) -> str:
+    labels = container_section(env_dir).get("labels")
+    site = labels.get(SITE_LABEL) if isinstance(labels, dict) else None
+    if not isinstance(site, str) or site not in sites.known_sites():
+        raise ClimstackError(
+            f"{env_dir / 'spack.yaml'}: key spack.container.labels.{SITE_LABEL} is {site!r}, "
+            "not a site",
+            fix=f"set it to one of: {', '.join(sites.known_sites())}",
+        )
+    return site
+
+
+def site_cray_mpich(site: str) -> str:
+    """Version of the cray-mpich external in the site's merged Spack configuration."""
+    version = sites.get(site).external_version("cray-mpich")
+    if not version:
+        raise ClimstackError(
+            f"site {site} ({sites.get(site).path}) declares no cray-mpich "
+            "external with a version in its merged packages config",
+            fix="add the site's cray-mpich under packages:cray-mpich:externals "
+            "(in the site scope or a scope it includes)",
+        )
+    return version
+
+
+def recipe(env_dir: Path) -> str:
+    container_section(env_dir)
+    return spack.run("containerize", env=env_dir, cwd=env_dir).stdout  # it reads ./spack.yaml
+
+
+def embedded_manifest(recipe_text: str) -> str:
+    """The spack.yaml that the recipe writes into the image."""
+    try:
+        body = recipe_text.split(f"<< '{MANIFEST_MARKER}'", 1)[1].split("\n", 1)[1]
+        return body.split(f"\n{MANIFEST_MARKER}", 1)[0]
+    except IndexError as err:
+        raise ClimstackError("recipe embeds no spack.yaml (template changed?)") from err
+
+
+def check_mpi(env_dir: Path) -> dict:
+    """The concretized MPI of a container environment, refused unless it can be swapped."""
+    where = str(env_dir / "spack.yaml")
+    lock = json.loads((env_dir / "spack.lock").read_text())
+    specs = lock["concrete_specs"]
+    providers = {
+        specs[dep["hash"]]["name"]: specs[dep["hash"]]
+        for node in specs.values()
+        for dep in node.get("dependencies", [])
+        if "mpi" in dep["parameters"].get("virtuals", [])
+    }
+    if set(providers) != {"mpich"}:
+        raise ClimstackError(
+            f"{where}: MPI is {', '.join(sorted(providers)) or 'missing'}, not MPICH; only an "
+            "MPICH-ABI MPI (libmpi.so.12) can be replaced by the host's Cray MPICH",
+            fix="require mpich (site/container does: packages: mpi: require: [mpich])",
+        )
+    mpich = providers["mpich"]
+    site = target_site(env_dir)
+    mpich_base.check_container_mpich(mpich["version"], site_cray_mpich(site), where)
+    return mpich
+
+
+def write_recipes(names: list[str], check_only: bool) -> list[str]:
+    """Render each container environment's recipe; with check_only, report drift instead."""
+    drifted = []
+    for name in names:
+        env_dir = environments.resolve(name)
+        text = recipe(env_dir)
+        committed = env_dir / RECIPE
+        old = committed.read_text() if committed.exists() else ""
+        if check_only:
+            if old != text:
+                drifted.append(
+                    "".join(
+                        difflib.unified_diff(
+                            old.splitlines(True),
+                            text.splitlines(True),
+                            str(committed),
+                            "containerize",
+                        )
+                    )
+                )
+        else:
+            atomic.write_text(committed, text)
+            print(f"{committed.relative_to(PROJECT_ROOT)}: {len(text.splitlines())} lines")
+    return drifted
+
+
+def container_environments() -> list[str]:
+    return [n for n in environments.find_environments() if n.startswith("container-")]
+
+
+def register(commands) -> None:
+    def run_containerize(args):
+        names = args.environments or container_environments()
+        drifted = write_recipes(names, args.check)
+        if drifted:
+            raise ClimstackError(
+                "recipes differ from `spack containerize`:\n" + "\n".join(drifted),
+                fix="run `bin/climstack containerize` and commit the result",
+            )
+
+    def run_check_mpi(args):
+        for name in args.environments or container_environments():
+            env_dir = environments.resolve(name)
+            target_site(env_dir)  # a container environment, before the slow part
+            environments.concretize(env_dir)
+            mpich = check_mpi(env_dir)
+            print(
+                f"{name}: mpich@{mpich['version']} can be replaced by "
+                f"cray-mpich {site_cray_mpich(target_site(env_dir))}"
+            )
+
+    sub = commands.add_parser("containerize", help="emit containers/<site>/app.def recipes")
+    sub.add_argument("environments", nargs="*", help="container environments (default: all)")
+    sub.add_argument("--check", action="store_true", help="only report drift from the files")
+    sub.set_defaults(run=run_containerize)
+
+    sub = commands.add_parser(
+        "check-mpi",
+        help="concretize container environments and check "
+        "their MPICH against the target site's Cray MPICH base",
+    )
+    sub.add_argument("environments", nargs="*", help="container environments (default: all)")
+    sub.set_defaults(run=run_check_mpi)

@@ -1,0 +1,209 @@
+"""Debian source packages through apt: the files a source mirror is filled from.
+
+apt runs with its own state under cache_dir()/debian-src (no root, /etc/apt untouched);
+the deb-src entries are derived from the host's own `deb` entries (same mirror and keys).
+Debian's Sources indexes list each file's sha256, so matching a Spack recipe's checksum
+needs no download (climstack.stack.source_mirror does the matching).
+"""
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from climstack.common import process
+from climstack.errors import ClimstackError
+from climstack.pins import cache_dir
+
+APT_SOURCES = (Path("/etc/apt/sources.list"), Path("/etc/apt/sources.list.d"))
+ONE_LINE = re.compile(r"^deb\s+(?:\[([^\]]*)\]\s+)?(\S+)\s+(\S+)(.*)$", re.MULTILINE)
+
+
+class DebianSources:
+    """apt with private state, reading deb-src indexes for the host's Debian mirror."""
+
+    def __init__(self, root: Path | None = None, suites: tuple[str, ...] = ()):
+        self.root = root or cache_dir() / "debian-src"
+        self.extra_suites = suites
+        self.sources_file = self.root / "sources.list.d" / "climstack-deb-src.sources"
+
+    def _options(self) -> list[str]:
+        options = {
+            "Dir::Etc::SourceList": "/dev/null",
+            "Dir::Etc::SourceParts": str(self.sources_file.parent),
+            "Dir::State::Lists": str(self.root / "lists"),
+            "Dir::Cache": str(self.root / "cache"),
+        }
+        if os.geteuid() == 0:  # root: download as root rather than as the _apt sandbox user
+            options["APT::Sandbox::User"] = "root"
+        return [arg for key, value in options.items() for arg in ("-o", f"{key}={value}")]
+
+    def _apt(self, *args: str, cwd: Path | None = None) -> str:
+        if not shutil.which("apt-get"):
+            raise ClimstackError(
+                "no apt-get on this machine",
+                fix="fill the source mirror on a Debian/Ubuntu machine",
+            )
+        return process.run(
+            ["apt-get", *self._options(), *args],
+            f"`apt-get {' '.join(args)}` (sources {self.sources_file})",
+            cwd=cwd,
+            timeout=600,
+            fix="check that the Debian mirror in the host's apt " "sources is reachable",
+        ).stdout
+
+    def write_sources(self) -> Path:
+        """deb-src entries for every `deb` entry of the host's apt sources."""
+        entries = []
+        for uris, suites, components, signed_by, trusted in host_deb_entries():
+            suites = suites.split()
+            if any("-" not in suite for suite in suites):  # the main archive, not -security
+                suites = list(dict.fromkeys(suites + list(self.extra_suites)))
+            fields = {
+                "Types": "deb-src",
+                "URIs": uris,
+                "Suites": " ".join(suites),
+                "Components": components,
+            }
+            if signed_by:
+                fields["Signed-By"] = signed_by
+            if trusted:  # a local, unsigned archive the host already trusts
+                fields["Trusted"] = trusted
+            entries.append("\n".join(f"{key}: {value}" for key, value in fields.items()))
+        if not entries:
+            raise ClimstackError(
+                f"no `deb` entries in {' or '.join(map(str, APT_SOURCES))}",
+                fix="configure the Debian archive (or a mirror of it) in apt",
+            )
+        self.sources_file.parent.mkdir(parents=True, exist_ok=True)
+        self.sources_file.write_text(
+            "# written by climstack source-mirror\n" + "\n\n".join(entries) + "\n"
+        )
+        for sub in ("lists/partial", "cache/archives/partial"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        return self.sources_file
+
+    def update(self) -> None:
+        self.write_sources()
+        self._apt("update")
+
+    def index(self) -> dict[str, tuple[str, str, str]]:
+        """sha256 -> (source package, version, file name), over every Sources index."""
+        files = self._apt("indextargets", "--format", "$(FILENAME)", "Identifier: Sources").split()
+        found: dict[str, tuple[str, str, str]] = {}
+        for name in files:
+            text = process.run(
+                ["/usr/lib/apt/apt-helper", "cat-file", name], f"reading the apt index {name}"
+            ).stdout
+            for stanza in text.split("\n\n"):
+                package = version = None
+                in_sums = False
+                for line in stanza.splitlines():
+                    if line.startswith("Package: "):
+                        package = line[9:]
+                    elif line.startswith("Version: "):
+                        version = line[9:]
+                    elif not line.startswith(" "):
+                        in_sums = line.startswith("Checksums-Sha256:")
+                    elif in_sums:
+                        sha, _size, filename = line.split()
+                        found.setdefault(sha, (package, version, filename))
+        return found
+
+    def download(self, package: str, version: str, filename: str, sha256: str, into: Path) -> Path:
+        """One file of a source package: `apt-get source --print-uris PACKAGE=VERSION` says
+        where, apt-helper fetches it checking its sha256. (A whole `apt-get source
+        --download-only` fails when the archive has dropped a superseded .dsc but kept the
+        orig tarball, as it has for netcdf 4.9.3-1.)"""
+        listing = self._apt("source", "--print-uris", f"{package}={version}")
+        uris = [
+            line.split()[0].strip("'")
+            for line in listing.splitlines()
+            if line.startswith("'") and line.split()[1:2] == [filename]
+        ]
+        if not uris:
+            raise ClimstackError(
+                f"`apt-get source --print-uris {package}={version}` lists no "
+                f"{filename} (sources {self.sources_file})",
+                fix="run `apt-get update` with those sources again",
+            )
+        target = into / filename
+        # apt's messages in English whatever the user's locale: the check below reads them
+        proc = process.run(
+            [
+                "/usr/lib/apt/apt-helper",
+                *self._options(),
+                "download-file",
+                uris[0],
+                target,
+                f"SHA256:{sha256}",
+            ],
+            f"downloading {uris[0]}",
+            timeout=1800,
+            check=False,
+            env=process.environ(LC_ALL="C.UTF-8", LANGUAGE=None),
+        )
+        if "Hash Sum mismatch" in proc.stdout + proc.stderr:
+            raise ClimstackError(
+                f"{uris[0]} ({package} {version}) does not have the sha256 "
+                f"{sha256} that its Sources index and Spack's recipe give; "
+                "nothing was added to the mirror",
+                fix="re-run to download again; if it persists, the Debian "
+                "mirror is corrupt: use another. Never disable Spack's checksums",
+            )
+        if proc.returncode != 0:
+            raise ClimstackError(
+                f"downloading {uris[0]} failed (exit {proc.returncode}):\n"
+                + (proc.stderr or proc.stdout).strip()[-2000:],
+                fix="check that the Debian mirror is reachable",
+            )
+        return target
+
+
+def host_deb_entries() -> list[tuple[str, str, str, str, str]]:
+    """(URIs, Suites, Components, Signed-By, Trusted) of each `deb` entry in the host's apt
+    sources."""
+    entries = []
+    files = (
+        [APT_SOURCES[0]]
+        + sorted(APT_SOURCES[1].glob("*.list"))
+        + sorted(APT_SOURCES[1].glob("*.sources"))
+    )
+    for path in files:
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        if path.suffix == ".sources":
+            for stanza in text.split("\n\n"):
+                fields = dict(
+                    line.split(":", 1)
+                    for line in stanza.splitlines()
+                    if ":" in line and not line.startswith(("#", " "))
+                )
+                fields = {k.strip(): v.strip() for k, v in fields.items()}
+                enabled = fields.get("Enabled", "yes") != "no"
+                if "deb" in fields.get("Types", "").split() and enabled:
+                    entries.append(
+                        (
+                            fields.get("URIs", ""),
+                            fields.get("Suites", ""),
+                            fields.get("Components", ""),
+                            fields.get("Signed-By", ""),
+                            fields.get("Trusted", ""),
+                        )
+                    )
+        else:  # one-line format: deb [options] uri suite components...
+            for match in ONE_LINE.finditer(text):
+                options, uri, suite, components = match.groups()
+                signed = re.search(r"signed-by=(\S+)", options or "")
+                trusted = re.search(r"trusted=(\S+)", options or "")
+                entries.append(
+                    (
+                        uri,
+                        suite,
+                        components.strip(),
+                        signed[1] if signed else "",
+                        trusted[1] if trusted else "",
+                    )
+                )
+    return entries

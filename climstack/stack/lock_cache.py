@@ -1,0 +1,73 @@
+"""Reuse a concretization while everything it was made from is unchanged.
+
+The key digests what `spack concretize --fresh` depends on: the merged solver configuration
+and the user specs Spack reports for the environment (climstack.spack.scripts.concretize_inputs),
+the content of every package repository in use (the builtin one by its pinned commit),
+the pinned Spack, and the host's platform, OS and target. A lockfile concretized from the
+same key is copied in instead of solving again; any change to a recipe, a scope or a spec
+solves afresh. Entries live in the user cache (locks/<key>.lock), shared by every checkout
+and by copies of an environment elsewhere (the tests' temporary environments).
+
+Spack's own concretization cache (concretizer:concretization_cache) is not used: it still
+runs the ~10 s problem setup, and its key leaves recipe changes out (spack/spack#51553).
+"""
+
+import json
+import os
+from pathlib import Path
+
+from climstack import pins, spack
+from climstack.common import atomic, progress, stamp
+
+INPUTS_SCRIPT = spack.SCRIPTS / "concretize_inputs.py"
+#: the sections Spack loads (and so validates) before reporting the inputs
+SECTIONS = "concretizer config definitions include mirrors modules packages repos".split()
+
+
+def report(env_dir: Path, run=spack.run, check: bool = True):
+    """`spack -e ENV python concretize_inputs.py`: the completed process, its JSON on stdout."""
+    return run("python", str(INPUTS_SCRIPT), ",".join(SECTIONS), env=env_dir, check=check)
+
+
+def concretize(env_dir: Path, run=spack.run, reuse: bool = True, reported: str = "") -> bool:
+    """`spack concretize --fresh --force`, or the lockfile of an earlier concretization with
+    the same key; returns whether it was reused. `reported`: report()'s output, if known."""
+    digest = key(reported or report(env_dir, run).stdout)
+    with atomic.locked(cache() / f"{digest}.lock"):  # the same inputs are solved once
+        if reuse and restore(digest, env_dir):
+            progress.note(f"{env_dir}: inputs unchanged, concretization reused ({digest[:12]})")
+            return True
+        with progress.step(f"concretizing {env_dir} --fresh"):
+            run("concretize", "--fresh", "--force", env=env_dir)
+        save(digest, env_dir)
+    return False
+
+
+def cache() -> Path:
+    return pins.cache_dir() / "locks"
+
+
+def key(reported: str) -> str:
+    """The key of an environment from concretize_inputs' JSON output."""
+    inputs = json.loads(reported)
+    builtin = str(pins.builtin_repo_root())
+    repos = [
+        pins.SPACK_PACKAGES.commit if root == builtin else stamp.tree(Path(root))
+        for _, root in sorted(inputs.pop("repos").items())
+    ]
+    return stamp.digest(json.dumps(inputs, sort_keys=True), pins.SPACK.commit, *repos, length=32)
+
+
+def restore(digest: str, env_dir: Path) -> bool:
+    """Copy the lockfile concretized from `digest` into the environment, if there is one."""
+    entry = cache() / f"{digest}.lock"
+    if not entry.is_file():
+        return False
+    atomic.write_text(env_dir / "spack.lock", entry.read_text())
+    os.utime(entry)  # last use, for whoever prunes the cache
+    return True
+
+
+def save(digest: str, env_dir: Path) -> None:
+    cache().mkdir(parents=True, exist_ok=True)
+    atomic.write_text(cache() / f"{digest}.lock", (env_dir / "spack.lock").read_text())

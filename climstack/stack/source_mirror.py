@@ -1,0 +1,205 @@
+"""Source mirrors for air-gapped centres.
+
+`create` is Spack's own `spack mirror create` for an environment. `fill_from_debian` fills
+a mirror from Debian source packages, but only with an orig tarball whose sha256 equals the
+one the Spack recipe pins: Spack still verifies every checksum when it fetches from the
+mirror. The Debian side (apt, its indexes, the downloads) is climstack.stack.debian_sources.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from climstack import spack
+from climstack.errors import ClimstackError
+from climstack.stack import environments
+from climstack.stack.debian_sources import DebianSources
+
+# Run inside `spack -e ENV python`: one JSON object per concrete spec that Spack would
+# fetch, with its pinned sha256 and its paths in a mirror (digest path first, then alias).
+_NEEDS = r"""
+import json, os
+import spack.environment as ev, spack.fetch_strategy as fs, spack.mirrors.layout as layout
+out = []
+for spec in ev.active_environment().all_specs():
+    if spec.external or not spec.package.has_code:
+        continue
+    fetcher = spec.package.fetcher
+    entry = {"spec": spec.format("{name}@{version}/{hash:7}"), "name": spec.name,
+             "version": str(spec.version), "hash": spec.dag_hash(),
+             "url": getattr(fetcher, "url", None), "sha256": None, "paths": []}
+    if isinstance(fetcher, fs.URLFetchStrategy) and len(fetcher.digest or "") == 64:  # sha256
+        entry["sha256"] = fetcher.digest
+        alias = os.path.join(spec.name, spec.format_path("{name}-{version}"))
+        entry["paths"] = list(layout.default_mirror_layout(fetcher, alias, spec))
+    out.append(entry)
+    for patch in spec.patches:  # patches fetched from a URL need the mirror too
+        if getattr(patch, "url", None):
+            ref = os.path.join(patch.owner.split(".")[-1], os.path.basename(patch.url))
+            out.append({"spec": f"{entry['spec']} patch {patch.url}", "name": spec.name,
+                        "version": entry["version"], "hash": entry["hash"], "url": patch.url,
+                        "sha256": patch.archive_sha256 or patch.sha256,
+                        "paths": list(layout.default_mirror_layout(patch.fetcher(), ref))})
+print(json.dumps(out))
+"""
+
+
+def needed_sources(env_dir: Path, run=spack.run) -> list[dict]:
+    """What the (concretized) environment fetches: name, version, sha256, mirror paths."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as script:
+        script.write(_NEEDS)
+        script.flush()
+        proc = run("python", script.name, env=env_dir)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def create(env_dir: Path, mirror_dir: Path, run=spack.run) -> str:
+    """`spack mirror create --all` for the environment (fetches through configured mirrors)."""
+    mirror_dir.mkdir(parents=True, exist_ok=True)
+    proc = run("mirror", "create", "-d", str(mirror_dir), "--all", env=env_dir, check=False)
+    if proc.returncode != 0:
+        raise ClimstackError(
+            f"`spack mirror create -d {mirror_dir}` for {env_dir} failed:\n"
+            f"{(proc.stderr or proc.stdout).strip()}",
+            fix="sources that cannot be downloaded here must come from another mirror: "
+            f"`climstack source-mirror fill-debian {env_dir} {mirror_dir}`, or copy them "
+            "in from a connected machine",
+        )
+    return proc.stdout
+
+
+def sha256sum(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def store(mirror_dir: Path, paths: list[str], tarball: Path) -> Path:
+    """Place a tarball at its digest path in a mirror and link the human-readable alias."""
+    target = mirror_dir / paths[0]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(tarball, target)
+    for alias in paths[1:]:
+        link = mirror_dir / alias
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        link.symlink_to(os.path.relpath(target, link.parent))
+    return target
+
+
+def fill_from_debian(
+    env_dir: Path,
+    mirror_dir: Path,
+    debian: DebianSources | None = None,
+    update: bool = True,
+    run=spack.run,
+) -> dict[str, str]:
+    """Fill mirror_dir with every source of the environment that Debian ships byte-identical.
+
+    Returns spec -> what happened: "present", "added from <debian file>", or why not.
+    Debian's index is read (and updated) only when a source is not present already.
+    """
+    debian = debian or DebianSources()
+    index = None
+    report = {}
+    for need in needed_sources(env_dir, run):
+        if (need["url"] or "").startswith("file:"):
+            report[need["spec"]] = "local file, nothing to mirror"
+            continue
+        if not need["sha256"]:
+            report[need["spec"]] = f"skipped: not a sha256-pinned archive ({need['url']})"
+            continue
+        target = mirror_dir / need["paths"][0]
+        if target.is_file() and sha256sum(target) == need["sha256"]:
+            report[need["spec"]] = "present"
+            continue
+        if index is None:
+            if update or not (debian.root / "lists").is_dir():
+                debian.update()
+            index = debian.index()
+        if need["sha256"] not in index:
+            report[need["spec"]] = f"no Debian source file has sha256 {need['sha256']}"
+            continue
+        package, version, filename = index[need["sha256"]]
+        with tempfile.TemporaryDirectory() as tmp:
+            download = debian.download(package, version, filename, need["sha256"], Path(tmp))
+            # apt's file may be a link into the archive: hash and store one private copy
+            tarball = Path(tmp) / "checked" / filename
+            tarball.parent.mkdir()
+            shutil.copyfile(download, tarball)
+            actual = sha256sum(tarball)
+            if actual != need["sha256"]:  # the index lied or the download is corrupt
+                raise ClimstackError(
+                    f"Debian's {filename} ({package} {version}) has sha256 {actual}, "
+                    f"its Sources index and Spack's {need['spec']} say {need['sha256']}",
+                    fix="re-run to download again; never disable Spack's checksums",
+                )
+            store(mirror_dir, need["paths"], tarball)
+        report[need["spec"]] = f"added from Debian {package} {version} ({filename})"
+    return report
+
+
+def checked(environment: str, mirror: str) -> tuple[Path, Path]:
+    """The environment (concretized: an unconcretized one would mirror nothing, silently)
+    and the mirror directory (a directory or not there yet)."""
+    env_dir, mirror_dir = environments.resolve(environment), Path(mirror).resolve()
+    if not (env_dir / "spack.lock").is_file():
+        raise ClimstackError(
+            f"{env_dir} is not concretized (no spack.lock): there is nothing " "to mirror yet",
+            fix=f"`climstack concretize {environment}` first",
+        )
+    if mirror_dir.exists() and not mirror_dir.is_dir():
+        raise ClimstackError(
+            f"mirror {mirror_dir} is a file, not a directory",
+            fix="give a directory (it is created when missing)",
+        )
+    return env_dir, mirror_dir
+
+
+def register(commands) -> None:
+    def run_create(args):
+        print(create(*checked(args.environment, args.mirror)), end="")
+
+    def run_fill(args):
+        debian = DebianSources(suites=tuple(args.suite))
+        report = fill_from_debian(*checked(args.environment, args.mirror), debian)
+        for spec, outcome in sorted(report.items()):
+            print(f"{spec}: {outcome}")
+        print(f"deb-src entries: {debian.sources_file}")
+
+    def run_fill_all(args):
+        from climstack.stack import bench_sources  # it builds on this module
+
+        bench_sources.fill(*checked(args.environment, args.mirror))
+        print(f"source mirror {args.mirror}: filled for {args.environment}")
+
+    sub = commands.add_parser("source-mirror", help="air-gapped source mirrors for an environment")
+    actions = sub.add_subparsers(dest="action", required=True)
+    create_cmd = actions.add_parser(
+        "create", help="`spack mirror create --all` for an environment"
+    )
+    fill_cmd = actions.add_parser(
+        "fill-debian",
+        help="fill a mirror from Debian source packages "
+        "whose orig tarball has the recipe's sha256",
+    )
+    fill_cmd.add_argument(
+        "--suite",
+        action="append",
+        default=[],
+        help="extra Debian suite to search (e.g. trixie); repeatable",
+    )
+    all_cmd = actions.add_parser(
+        "fill",
+        help="everything the environment cannot download here: Debian's byte-identical "
+        "archives and the benchmarks' git versions (CLIMSTACK_<NAME>_GIT)",
+    )
+    for action, run in ((create_cmd, run_create), (fill_cmd, run_fill), (all_cmd, run_fill_all)):
+        action.add_argument("environment", help="environment name or directory (concretized)")
+        action.add_argument("mirror", help="mirror directory")
+        action.set_defaults(run=run)
