@@ -17,7 +17,7 @@ import yaml
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.common import atomic, process, progress, stamp
+from climstack.common import atomic, cache, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.launch import sid_apptainer
 from climstack.stack import bench_sources
@@ -116,12 +116,12 @@ def byte_compile(root: Path) -> None:
 def byte_compile_clone(root: Path) -> None:
     """A pinned clone's bytecode, written once (the marker names the Python). Every Spack
     process imports some 600 modules: 1.3 s from source, 0.4 s from bytecode."""
-    marker = root / ".climstack-bytecode"
-    if stamp.current(marker, sys.implementation.cache_tag):
-        return
-    with progress.step(f"compiling the Python under {root} (once)"):
-        byte_compile(root)
-    atomic.write_text(marker, sys.implementation.cache_tag)
+
+    def compile_it():
+        with progress.step(f"compiling the Python under {root} (once)"):
+            byte_compile(root)
+
+    cache.once(root / ".climstack-bytecode", sys.implementation.cache_tag, compile_it)
 
 
 def _yaml(data: dict) -> str:
@@ -168,14 +168,14 @@ def find_local_externals() -> None:
     external find`) into their own scope, which only site/local includes: Spack then never
     writes detected compilers into a tracked spack.yaml, and Cray concretizations never
     see them."""
-    scope = pins.local_externals()
-    inputs = stamp.digest(*DETECTIONS)
-    if stamp.current(scope / ".inputs", inputs):
+    entry = cache.Entry(pins.local_externals(), stamp.digest(*DETECTIONS), inside=".inputs")
+    if entry.current():
         return
     spack = str(gateway.SPACK)
 
     def fill(work: Path):
         # the user scope is where both commands write: point it at the new scope
+        work.mkdir()
         env = process.environ(SPACK_DISABLE_LOCAL_CONFIG=None, SPACK_USER_CONFIG_PATH=str(work))
         fix = "install the tools listed in bin/setup, then rerun it"
         process.run(
@@ -193,10 +193,9 @@ def find_local_externals() -> None:
             fix=fix,
         )
         (work / "packages.yaml").touch()  # an empty scope if nothing was found
-        (work / ".inputs").write_text(inputs)
 
     with progress.step("detecting this host's compilers and build tools (once)"):
-        atomic.directory(scope, fill, current=lambda: stamp.current(scope / ".inputs", inputs))
+        entry.build(fill)
 
 
 def main() -> int:

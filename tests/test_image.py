@@ -10,6 +10,7 @@ import pytest
 
 from climstack import pins
 from climstack.bind import elf
+from climstack.common import cache
 from climstack.image import image, image_check
 
 
@@ -129,11 +130,10 @@ def test_an_image_of_the_same_inputs_elsewhere_is_copied_not_rebuilt(
     stale = tmp_path / "stale"
     image.inputs_stamp(stale).parent.mkdir(parents=True)
     image.inputs_stamp(stale).write_text("another recipe\n")
-    work = tmp_path / "work"
-    work.mkdir()
     value = image.inputs_stamp(archer2_image).read_text().strip()
-    assert not image._copy_twin(stale, tmp_path / "new", work, value)
-    assert not any(work.iterdir())
+    entry = cache.Entry(tmp_path / "new", value, inside=image.INPUTS_STAMP)
+    assert not entry._copy_twin(stale, tmp_path / "work")
+    assert not (tmp_path / "work").exists()
 
 
 def relative_tree(root: Path) -> set[str]:

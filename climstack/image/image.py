@@ -22,7 +22,7 @@ import yaml
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.common import atomic, process, progress, stamp
+from climstack.common import cache, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.stack import bench_sources, containers, environments
 
@@ -61,25 +61,18 @@ def _need(tool: str, package: str) -> str:
 def base_rootfs() -> Path:
     """A cached Debian 12 root filesystem tarball with the build tools the slice needs."""
     key = stamp.digest(*BASE_PACKAGES, length=12)
-    tarball = pins.cache_dir() / "images" / f"debian12-{key}.tar"
-    if not tarball.exists():
-        _need("mmdebstrap", "mmdebstrap")
-        tarball.parent.mkdir(parents=True, exist_ok=True)
-        partial = tarball.with_suffix(".partial.tar")
-        with progress.step("mmdebstrap of the Debian 12 base (once)"):
-            process.run(
-                [
-                    "mmdebstrap",
-                    "--variant=apt",
-                    f"--include={','.join(BASE_PACKAGES)}",
-                    "bookworm",
-                    partial,
-                ],
-                "mmdebstrap of Debian 12",
-                timeout=1800,
-            )
-        partial.replace(tarball)
-    return tarball
+    entry = cache.Entry(pins.cache_dir() / "images" / f"debian12-{key}.tar", key)
+    if entry.current():
+        return entry.path
+    _need("mmdebstrap", "mmdebstrap")
+
+    def fill(tarball: Path):
+        include = f"--include={','.join(BASE_PACKAGES)}"
+        command = ["mmdebstrap", "--variant=apt", include, "bookworm", tarball]
+        process.run(command, "mmdebstrap of Debian 12", timeout=1800)
+
+    with progress.step("mmdebstrap of the Debian 12 base (once)"):
+        return entry.build(fill)
 
 
 def pip_install(requirement, prefix: Path) -> None:
@@ -166,25 +159,21 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
     _need("ch-run", "charliecloud")
     env_dir = environments.resolve(name)
     recipe_text = containers.recipe(env_dir)
-    stamp_value = _stamp(recipe_text)
-    stamp_file = inputs_stamp(destination)
-    if not force and stamp.current(stamp_file, stamp_value):
+    entry = cache.Entry(destination, _stamp(recipe_text), inside=INPUTS_STAMP)
+    if not force and entry.current():
         return destination
     if (
         destination.exists()
-        and not stamp_file.is_file()
+        and not entry.stamp.is_file()
         and (not destination.is_dir() or any(destination.iterdir()))
     ):  # replacing it would delete whatever it is
         raise ClimstackError(
-            f"{destination} exists and is not an image this command built (no {stamp_file})",
+            f"{destination} exists and is not an image this command built (no {entry.stamp})",
             fix="give a new or empty directory, or remove that one yourself",
         )
 
-    twin = None if force else twin or default_destination(name)
-
     def fill(work: Path):
-        if twin and _copy_twin(twin, destination, work, stamp_value):
-            return
+        work.mkdir()
         with progress.step("unpacking the Debian 12 base and the recipe's %files"):
             process.run(["tar", "-xf", base_rootfs(), "-C", work], "unpacking the root filesystem")
             for source, target in recipe_files(recipe_text):  # the recipe's %files, same places
@@ -225,30 +214,17 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
         )
         modifications = _ch_run(work, spack, "env", "activate", "--sh", "-d", IMAGE_ENV).stdout
         (work / STAGE_OUTPUTS[1].lstrip("/")).write_text(modifications)
-        (work / stamp_file.relative_to(destination)).write_text(stamp_value)
 
-    return atomic.directory(
-        destination, fill, current=lambda: not force and stamp.current(stamp_file, stamp_value)
-    )
+    # an image made from the same inputs elsewhere (the tests' own beside the user's) is copied
+    return entry.build(fill, twin=twin or default_destination(name), force=force)
+
+
+#: the digest of what an image directory was made from, written last into it
+INPUTS_STAMP = "opt/climstack/image-inputs.sha256"
 
 
 def inputs_stamp(image_dir: Path) -> Path:
-    """The digest of what an image directory was made from, written last into it."""
-    return image_dir / "opt" / "climstack" / "image-inputs.sha256"
-
-
-def _copy_twin(twin: Path, destination: Path, work: Path, stamp_value: str) -> bool:
-    """Fill `work` with a copy of the image at `twin` if it was built from the same inputs
-    (`climstack image` into another directory, the tests' own beside the user's): seconds
-    instead of a rebuild. Under the twin's lock, so that it is not replaced meanwhile."""
-    if twin.absolute() == destination.absolute():
-        return False
-    with atomic.locked(twin):
-        if not stamp.current(inputs_stamp(twin), stamp_value):
-            return False
-        with progress.step(f"copying {twin}, built from the same inputs"):
-            process.run(["cp", "-a", "--reflink=auto", f"{twin}/.", work], f"copying {twin}")
-    return True
+    return image_dir / INPUTS_STAMP
 
 
 def default_destination(name: str) -> Path:

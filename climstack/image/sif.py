@@ -8,12 +8,10 @@ users, nor device nodes, out of a directory.
 """
 
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
-from climstack.common import atomic, process, progress, stamp
+from climstack.common import cache, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.image import build_args, image
 from climstack.launch.runtimes import apptainer
@@ -75,19 +73,13 @@ def build(
             fix=f"climstack image {name} {image_dir}",
         )
     # the image's inputs, not its path: the same image anywhere makes the same SIF
-    value = stamp.digest(recipe_text, image_stamp.read_text().strip(), length=64)
-    with atomic.locked(destination):  # one builder at a time; the others reuse
-        stamp_file = _inputs_of(destination)
-        if destination.is_file() and stamp.current(stamp_file, value):
-            return destination
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=destination.parent, prefix=".sif-") as tmp:
-            partial = Path(tmp) / destination.name
-            if not _copy_twin(twin or default_destination(name), destination, partial, value):
-                _apptainer_build(recipe_text, image_dir, partial)
-            partial.replace(destination)
-        atomic.write_text(stamp_file, value)
-        return destination
+    key = stamp.digest(recipe_text, image_stamp.read_text().strip(), length=64)
+    entry = cache.Entry(destination, key)
+    # a SIF made from the same inputs elsewhere (the tests' own beside the user's) is copied
+    return entry.build(
+        lambda sif: _apptainer_build(recipe_text, image_dir, sif),
+        twin=twin or default_destination(name),
+    )
 
 
 def _apptainer_build(recipe_text: str, image_dir: Path, sif: Path) -> None:
@@ -108,23 +100,6 @@ def _apptainer_build(recipe_text: str, image_dir: Path, sif: Path) -> None:
 
 def default_destination(name: str) -> Path:
     return image.default_destination(name).with_suffix(".sif")
-
-
-def _inputs_of(sif: Path) -> Path:
-    return sif.with_name(sif.name + ".inputs")
-
-
-def _copy_twin(twin: Path, destination: Path, partial: Path, value: str) -> bool:
-    """Copy the SIF at `twin` to `partial` if it was built from the same inputs (the tests'
-    own beside the user's): a second apptainer build would make the same image."""
-    if twin.absolute() == destination.absolute():
-        return False
-    with atomic.locked(twin):
-        if not (twin.is_file() and stamp.current(_inputs_of(twin), value)):
-            return False
-        with progress.step(f"copying {twin}, built from the same inputs"):
-            shutil.copy2(twin, partial)
-    return True
 
 
 def register(commands) -> None:

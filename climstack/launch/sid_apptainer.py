@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from climstack import pins
-from climstack.common import atomic, process, progress, stamp
+from climstack.common import cache, process, progress, stamp
 from climstack.errors import ClimstackError
 
 PACKAGES = tuple(
@@ -50,9 +50,10 @@ VALUE_OPTIONS = set(
 )
 
 
-def rootfs() -> Path:
+def rootfs() -> cache.Entry:
+    """The sid root filesystem with Apptainer, as a cache entry (its stamp inside it)."""
     key = stamp.digest(SUITE, *PACKAGES, *APT_OPTIONS, length=12)
-    return pins.cache_dir() / "apptainer" / f"{SUITE}-{key}"
+    return cache.Entry(pins.cache_dir() / "apptainer" / SUITE, key, inside=".climstack-inputs")
 
 
 def mmdebstrap(target: Path, variant: str, packages, what: str) -> None:
@@ -74,9 +75,9 @@ def mmdebstrap(target: Path, variant: str, packages, what: str) -> None:
 
 def ensure_rootfs() -> Path:
     """The sid root filesystem with Apptainer, made once (mmdebstrap, ~20 s)."""
-    final = rootfs()
-    if final.is_dir():
-        return final
+    entry = rootfs()
+    if entry.current():
+        return entry.path
     for tool, package in (("mmdebstrap", "mmdebstrap"), ("ch-run", "charliecloud")):
         if not shutil.which(tool):
             raise ClimstackError(
@@ -85,6 +86,7 @@ def ensure_rootfs() -> Path:
             )
 
     def fill(work: Path):
+        work.mkdir()
         mmdebstrap(
             work, "apt", PACKAGES, f"Debian {SUITE} with Apptainer"
         )  # Apptainer bind-mounts both into every container and fails without them
@@ -94,9 +96,9 @@ def ensure_rootfs() -> Path:
         (work / HOST.lstrip("/")).mkdir()
 
     with progress.step(f"making the provided Apptainer (Debian {SUITE} in ch-run, once)"):
-        for stale in final.parent.glob(f"{SUITE}-*"):
+        for stale in entry.path.parent.glob(f"{SUITE}-*"):  # the keyed names of before
             shutil.rmtree(stale, ignore_errors=True)
-        return atomic.directory(final, fill)
+        return entry.build(fill)
 
 
 def outside(path: str) -> str:
@@ -144,7 +146,7 @@ def arguments(argv: list[str]) -> list[str]:
 
 def command(argv: list[str], environ: dict) -> tuple[list[str], dict]:
     """The ch-run command line and environment that run `apptainer argv`."""
-    root = rootfs()
+    root = rootfs().path
     if not (root / "usr/bin/apptainer").exists():
         raise ClimstackError(
             "no `apptainer` on PATH and the provided one is not made yet",

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from climstack import pins, spack
-from climstack.common import atomic, progress, stamp
+from climstack import pins
+from climstack.common import atomic, cache, progress, stamp
 from climstack.errors import ClimstackError
+from climstack.spack import DEFAULT, Spack
 from climstack.stack import source_mirror
 from climstack.stack.debian_sources import DebianSources
 
@@ -142,13 +143,13 @@ def git_environ() -> dict:
     return env
 
 
-def fill_git(env_dir: Path, mirror_dir: Path, names=None, run=spack.run) -> str:
+def fill_git(env_dir: Path, mirror_dir: Path, names=None, spack: Spack = DEFAULT) -> str:
     """`spack mirror create` of the git-versioned benchmarks (or those `names`) of env_dir
     into mirror_dir."""
     names = names or [source.package for source in GIT_SOURCES]
     env = {**os.environ, **git_environ()}
     try:
-        result = run(
+        result = spack.run(
             "mirror",
             "create",
             "-d",
@@ -172,19 +173,19 @@ def fill(env_dir: Path, mirror_dir: Path) -> None:
     inputs = stamp.digest(
         (env_dir / "spack.lock").read_text(), *(source.url for source in GIT_SOURCES)
     )
-    marker = mirror_dir / f".filled-{env_dir.name}"
-    if stamp.current(marker, inputs):
-        return
-    with progress.step(f"filling the source mirror {mirror_dir}"):
-        report = source_mirror.fill_from_debian(
-            env_dir, mirror_dir, DebianSources(suites=("trixie",))
-        )
-        fill_git(env_dir, mirror_dir)
-    elsewhere = (*(s.package for s in GIT_SOURCES), NETCDF_FORTRAN.package)
-    for spec, outcome in sorted(report.items()):
-        if "no Debian source" in outcome and not spec.startswith(elsewhere):
-            print(f"source mirror: {spec}: {outcome}")
-    atomic.write_text(marker, inputs)
+
+    def fill_mirror():
+        with progress.step(f"filling the source mirror {mirror_dir}"):
+            report = source_mirror.fill_from_debian(
+                env_dir, mirror_dir, DebianSources(suites=("trixie",))
+            )
+            fill_git(env_dir, mirror_dir)
+        elsewhere = (*(s.package for s in GIT_SOURCES), NETCDF_FORTRAN.package)
+        for spec, outcome in sorted(report.items()):
+            if "no Debian source" in outcome and not spec.startswith(elsewhere):
+                print(f"source mirror: {spec}: {outcome}")
+
+    cache.once(mirror_dir / f".filled-{env_dir.name}", inputs, fill_mirror)
 
 
 def local_mirror() -> Path:
