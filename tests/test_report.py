@@ -70,7 +70,7 @@ def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
         assert (out / name).is_file(), name
     text = (out / "report.md").read_text()
     sections = [line for line in text.splitlines() if line.startswith("## ")]
-    assert sections[:3] == ["## Headline", "## Left out", "## Details"]
+    assert sections[:4] == ["## Headline", "## Failed runs", "## Left out", "## Details"]
     assert {"## osu", "## omb-py", "## imb", "## mpibench", "## netcdf-bench", "## benchio"} <= (
         set(sections)
     )
@@ -85,11 +85,14 @@ def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
         "benchio",
         "fms-clocks",
     }
-    # C OSU with header lines: bind at native speed, hybrid 1.6 times slower
-    assert rows[("osu", "latency ≤ 8 KiB")]["bind / native"].startswith("**within 1%**: 1.003")
-    assert rows[("osu", "latency ≤ 8 KiB")]["hybrid / native"].startswith("**1.6x slower**")
-    assert rows[("osu", "latency > 8 KiB")]["hybrid / native"].startswith("**1.6x slower**")
-    assert rows[("osu", "allreduce")]["hybrid / native"].startswith("**31% slower**")
+    # C OSU with header lines, make local's runs on a busy 2-core machine: bind's repeats
+    # disagree by more than its effect; the image's own MPICH is slower for small messages
+    small = rows[("osu", "latency ≤ 8 KiB")]
+    assert small["bind / native"] == "**noisy**: 1.013 [0.590-1.168]"
+    assert small["hybrid / native"] == "**2.0x slower**: 2.027 [1.249-2.590]"
+    assert small["fabric / native"] == "failed"  # every run failed, with the reason listed
+    assert rows[("osu", "latency > 8 KiB")]["hybrid / native"].startswith("**1.5x faster**")
+    assert rows[("osu", "allreduce")]["hybrid / native"].startswith("**1.7x faster**")
     # mpiBench excerpts (sidecar and --label, one run each): no xpmem is slower
     assert rows[("mpibench", "Bcast")]["bind / native"] == "**within 2% (1 repeat)**: 1.016"
     assert rows[("mpibench", "Bcast")]["bind-noxpmem / native"].startswith("**24% slower")
@@ -98,7 +101,7 @@ def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
     assert rows[("imb", "PingPong latency ≤ 8 KiB")]["bind / native"].startswith("**noisy**")
     # the I/O layers and the model
     assert rows[("netcdf-bench", "write rate")]["bind-host-netcdf-gnu / native"] == (
-        "**within 3%**: 1.000 [0.971-1.029]"
+        "**within 2%**: 1.002 [0.991-1.012]"
     )
     assert [op for b, op in rows if b == "benchio"] == [
         "Serial rate", "MPI-IO rate", "HDF5 rate", "NetCDF rate"
@@ -114,13 +117,16 @@ def test_summary_json_is_the_headline(mixed):
     _, out = mixed
     summary = json.loads((out / "summary.json").read_text())
     assert summary["baseline"] == "native"
-    assert summary["modes"] == ["bind", "bind-noxpmem", "hybrid", "bind-host-netcdf-gnu"]
+    modes = ["bind", "bind-noxpmem", "hybrid", "fabric", "bind-host-netcdf-gnu"]
+    assert summary["modes"] == modes
     rows = {(r["benchmark"], r["operation"]): r for r in summary["rows"]}
     hybrid = rows[("osu", "latency ≤ 8 KiB")]["modes"]["hybrid"]
-    assert hybrid["verdict"] == "1.6x slower" and hybrid["repeats"] == 3
-    assert hybrid["low"] <= hybrid["ratio"] <= hybrid["high"] and hybrid["sizes"] == 15
-    assert rows[("osu", "latency ≤ 8 KiB")]["sizes"][:3] == [0, 1, 2]
-    assert rows[("osu", "latency ≤ 8 KiB")]["modes"]["bind-noxpmem"]["verdict"] == "-"
+    assert hybrid["verdict"] == "2.0x slower" and hybrid["repeats"] == 3
+    assert hybrid["low"] <= hybrid["ratio"] <= hybrid["high"] and hybrid["sizes"] == 14
+    assert rows[("osu", "latency ≤ 8 KiB")]["sizes"][:3] == [1, 2, 4]
+    assert rows[("osu", "latency ≤ 8 KiB")]["modes"]["fabric"]["verdict"] == "failed"
+    assert rows[("benchio", "Serial rate")]["modes"]["hybrid"]["verdict"] == "-"
+    assert {f["mode"] for f in summary["failures"]} == {"fabric"}
     assert rows[("mpibench", "Alltoall")]["ranks"] == [128]
     assert [p["path"].rsplit("/", 1)[1] for p in summary["left_out"]] == ["job-notes.txt"]
     assert "osu (OSU micro-benchmarks (C))" in summary["left_out"][0]["fix"]
@@ -174,7 +180,7 @@ def test_html_report_renders_in_chromium(mixed, tmp_path):
     url = (out / "report.html").as_uri()
     dom = chromium("--dump-dom", url)
     assert dom.returncode == 0, dom.stderr[-2000:]
-    assert "<h2>Headline</h2>" in dom.stdout and "<strong>1.6x slower</strong>" in dom.stdout
+    assert "<h2>Headline</h2>" in dom.stdout and "<strong>2.0x slower</strong>" in dom.stdout
     assert dom.stdout.count('<img src="data:image/png;base64,') == len(
         list((out / "plots").glob("*.png"))
     )

@@ -65,13 +65,14 @@ def group_of(r: Record) -> Group | None:
         name = "latency" if r.operation == "latency" else f"{r.operation} latency"
         return Group(r.benchmark, f"{name} {'≤' if small else '>'} 8 KiB", 0 if small else 1)
     if r.metric == "latency":
-        return Group(r.benchmark, r.operation, 3)  # a collective
+        return Group(r.benchmark, r.operation, 4)  # a collective
     if r.metric == "bandwidth" and r.operation not in POINT_TO_POINT:
-        return Group(r.benchmark, BANDWIDTHS.get(r.operation, f"{r.operation} bandwidth"), 2)
+        name = BANDWIDTHS.get(r.operation, f"{r.operation} bandwidth")
+        return Group(r.benchmark, name, 2 if r.operation == "bw" else 3)
     if r.metric == "rate":
-        return Group(r.benchmark, f"{r.operation} rate", 4)
+        return Group(r.benchmark, f"{r.operation} rate", 5)
     if r.metric == "time" and r.benchmark == "fms-clocks" and r.operation == "Total runtime":
-        return Group(r.benchmark, "Total runtime (model)", 5)
+        return Group(r.benchmark, "Total runtime (model)", 6)
     return None
 
 

@@ -118,6 +118,13 @@ def summary(rows, path: Path) -> Path:
         axes.hlines(ys, low, high, color=tint, linewidth=1.5)  # the range over repeats
         axes.plot(low + high, ys + ys, "|", color=tint, markersize=8)
         axes.plot(ratio, ys, "o", color=tint, markersize=6, label=mode)
+    for index, row in enumerate(rows):  # a row without a ratio says why
+        if all(c.ratio is None for c in row.cells.values()):
+            why = sorted({c.verdict for c in row.cells.values()} - {"-"})
+            axes.annotate(
+                ", ".join(why) or "-", (1, index), xytext=(6, 0), textcoords="offset points",
+                va="center", fontsize="small", color="dimgrey",
+            )  # fmt: skip
     axes.axvline(1.0, color="black", linewidth=1)
     axes.axvspan(1 / 1.02, 1.02, color="green", alpha=0.15, label="within 2%")
     reach = max([abs(math.log10(v)) for v in found] + [math.log10(1.1)]) * 1.1

@@ -74,8 +74,10 @@ def _failed_items(failures: list[Failure]) -> list[str]:
     by = defaultdict(Counter)
     for f in failures:
         by[(f.benchmark, f.reason)][f.mode] += 1
+    order = ordered_modes(failures)
     return [
-        f"**{benchmark}** failed in {', '.join(modes)} ({_runs(sum(modes.values()))}): {reason}"
+        f"**{benchmark}** failed in {', '.join(sorted(modes, key=order.index))}"
+        f" ({_runs(sum(modes.values()))}): {reason}"
         for (benchmark, reason), modes in by.items()
     ]
 
