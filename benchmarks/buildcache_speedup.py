@@ -82,11 +82,11 @@ def measure(work: Path, registry: Registry | None) -> None:
     b_root = work / "b" / "a-longer-install-root-than-centre-a-has" / "opt"
     b = Centre(work / "b", install_root=b_root).setup()
     env = work / "a" / "slice"
-    timed("A: concretize the slice --fresh", lambda: slice_env(env, run=a.run))
+    timed("A: concretize the slice --fresh", lambda: slice_env(env, spack=a))
     timed(
         "A: fill source mirror from Debian",
         lambda: sm.fill_from_debian(
-            env, work / "a" / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
+            env, work / "a" / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), spack=a
         ),
     )
     build, _ = timed(
@@ -96,23 +96,23 @@ def measure(work: Path, registry: Registry | None) -> None:
     timed(
         "A: create signing key",
         lambda: signing.gpg_create(
-            "bench centre A", "bench-a@climstack.invalid", work / "a.pub", run=a.run
+            "bench centre A", "bench-a@climstack.invalid", work / "a.pub", spack=a
         ),
     )
     cache = work / "cache"
     url, kind = (registry.url(), oci_cache) if registry else (cache.as_uri(), bc)
-    timed("A: push signed, update index", lambda: kind.push(env, url, run=a.run))
+    timed("A: push signed, update index", lambda: kind.push(env, url, spack=a))
     if registry:
         pushed = registry.stored_blobs()
         print(f"{'  pushed to the registry':<42} {mb(pushed):>20}")
-        timed("A: push again, unchanged", lambda: kind.push(env, url, run=a.run))
+        timed("A: push again, unchanged", lambda: kind.push(env, url, spack=a))
         again = {d: n for d, n in registry.stored_blobs().items() if d not in pushed}
         print(f"{'  new blobs on the second push':<42} {mb(again):>20}")
-    timed("B: trust A's public key", lambda: signing.gpg_trust(work / "a.pub", run=b.run))
+    timed("B: trust A's public key", lambda: signing.gpg_trust(work / "a.pub", spack=b))
     b_env = bc.env_from_lock(env / "spack.lock", work / "b" / "env")
     install, _ = timed(
         "B: install cache-only (A's lockfile)",
-        lambda: kind.install(b_env, url, run=b.run),
+        lambda: kind.install(b_env, url, spack=b),
     )
     print(f"{'speed-up (build / cache install)':<42} {build / install:8.1f} x   (goal >= 20 x)")
     print(f"{'buildcache size':<42} {size(registry.storage if registry else cache):>8}")
@@ -141,22 +141,22 @@ def whole_environment(work: Path, runs: int) -> None:
         env = top / "a" / "local"
         env.mkdir(parents=True)
         (env / "spack.yaml").write_text(yaml.safe_dump(environments.absolute_manifest(local)))
-        lock_cache.concretize(env, run=a.run)
+        lock_cache.concretize(env, spack=a)
         build, _ = timed(PHASES[0], lambda: a.run("install", "-j2", env=env, timeout=7200))
-        signing.gpg_create("bench A", "bench-a@climstack.invalid", top / "a.pub", run=a.run)
+        signing.gpg_create("bench A", "bench-a@climstack.invalid", top / "a.pub", spack=a)
         url = (top / "cache").as_uri()
-        timed("A: push signed, update index", lambda: bc.push(env, url, run=a.run))
+        timed("A: push signed, update index", lambda: bc.push(env, url, spack=a))
         b_env = bc.env_from_lock(env / "spack.lock", top / "b" / "env")
-        trust, _ = timed(PHASES[1], lambda: signing.gpg_trust(top / "a.pub", run=b.run))
+        trust, _ = timed(PHASES[1], lambda: signing.gpg_trust(top / "a.pub", spack=b))
 
         def index():
-            bc.mirror_add(url, env=b_env, run=b.run)
+            bc.mirror_add(url, env=b_env, spack=b)
             b.run("buildcache", "list", "--allarch", env=b_env)
 
         fetch, _ = timed(PHASES[2], index)
         install, _ = timed(
             PHASES[3],
-            lambda: bc.install(b_env, url, run=b.run, options=["-p", "2"], added=True),
+            lambda: bc.install(b_env, url, spack=b, options=["-p", "2"], added=True),
         )
         for phase, seconds in zip(PHASES, (build, trust, fetch, install)):
             times[phase].append(seconds)
@@ -184,9 +184,9 @@ def images(work: Path, registry: Registry, env: Path, a: Centre) -> None:
     url = registry.url("climstack/images")
     timed(
         "A: push on the base image (--base-image)",
-        lambda: oci_cache.push(env, url, base_image=base, run=a.run),
+        lambda: oci_cache.push(env, url, base_image=base, spack=a),
     )
-    probe = next(s for s in oci_cache.contents(url, run=a.run) if s["name"] == "mpi-probe")
+    probe = next(s for s in oci_cache.contents(url, spack=a) if s["name"] == "mpi-probe")
     ref = f"{registry.host}/climstack/images:mpi-probe-{probe['version']}-{probe['hash']}.spack"
     _, image_dir = timed(
         "ch-image pull of mpi-probe's image",

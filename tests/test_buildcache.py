@@ -46,9 +46,9 @@ def centre_b(centre_a, tmp_path_factory):
     home = tmp_path_factory.mktemp("b")
     root = home / "centre-b-has-its-own-and-much-longer-install-root" / "opt" / "spack"
     b = Centre(home, install_root=root).setup()
-    signing.gpg_trust(public, run=b.run)
+    signing.gpg_trust(public, spack=b)
     env = bc.env_from_lock(a_env / "spack.lock", home / "env")
-    bc.install(env, url, run=b.run)
+    bc.install(env, url, spack=b)
     return b, env, root
 
 
@@ -56,7 +56,7 @@ def test_debian_filled_source_mirror_holds_the_recipes_tarball(centre_a):
     a, env, *_, report = centre_a
     netcdf = [spec for spec in report if spec.startswith("netcdf-c@")]
     assert netcdf and ("Debian netcdf" in report[netcdf[0]] or report[netcdf[0]] == "present")
-    need = [n for n in sm.needed_sources(env, run=a.run) if n["name"] == "netcdf-c"][0]
+    need = [n for n in sm.needed_sources(env, spack=a) if n["name"] == "netcdf-c"][0]
     tarball = a.home / "source-mirror" / need["paths"][0]
     assert sm.sha256sum(tarball) == need["sha256"]  # Spack's own checksum, still checked
     alias = a.home / "source-mirror" / need["paths"][1]
@@ -67,8 +67,8 @@ def test_source_mirror_create_copies_it_offline(centre_a, tmp_path):
     """`spack mirror create --all` for the slice: upstream is unreachable here, so this only
     works because the Debian-filled mirror serves netcdf-c with the recipe's checksum."""
     a, env, *_ = centre_a
-    sm.create(env, tmp_path / "mirror", run=a.run)
-    need = [n for n in sm.needed_sources(env, run=a.run) if n["name"] == "netcdf-c"][0]
+    sm.create(env, tmp_path / "mirror", spack=a)
+    need = [n for n in sm.needed_sources(env, spack=a) if n["name"] == "netcdf-c"][0]
     assert sm.sha256sum(tmp_path / "mirror" / need["paths"][0]) == need["sha256"]
 
 
@@ -78,7 +78,7 @@ def test_b_installs_a_binaries_with_a_hashes(centre_a, centre_b):
     a_hashes, b_hashes = spack_find(a, a_env), spack_find(b, b_env)
     assert {"xpmem-stub", "mpi-probe", "netcdf-c"} <= set(b_hashes)
     assert b_hashes == {name: a_hashes[name] for name in b_hashes}
-    assert len(str(b_root)) > len(str(bc.install_root(a.run, a_env)))  # B's root is longer
+    assert len(str(b_root)) > len(str(bc.install_root(a, a_env)))  # B's root is longer
     assert location(b, b_env, "netcdf-c").is_relative_to(b_root)
 
 
@@ -89,7 +89,7 @@ def test_no_file_under_b_root_mentions_a_root(centre_a, centre_b):
     archives, which Spack does not relocate (libnetcdf.a's compiled-in plugin directory)."""
     a, a_env, *_ = centre_a
     b, _, b_root = centre_b
-    a_root = str(bc.install_root(a.run, a_env)).encode()
+    a_root = str(bc.install_root(a, a_env)).encode()
     leaks = [
         path
         for path in b_root.rglob("*")
@@ -199,10 +199,10 @@ def test_tampered_tarball_is_refused(centre_a, tmp_path):
     data[len(data) // 2] ^= 0xFF
     tarball.write_bytes(bytes(data))
     c = fresh_centre(tmp_path, "c")
-    signing.gpg_trust(public, run=c.run)
+    signing.gpg_trust(public, spack=c)
     env = bc.env_from_lock(a_env / "spack.lock", tmp_path / "env")
     with pytest.raises(ClimstackError) as err:
-        bc.install(env, copy.as_uri(), run=c.run)
+        bc.install(env, copy.as_uri(), spack=c)
     assert copy.as_uri() in str(err.value) and "xpmem-stub" in str(err.value)
     assert "checksum failed" in str(err.value) and "tampered" in err.value.fix
     assert "xpmem-stub" not in spack_find(c, env)
@@ -211,14 +211,14 @@ def test_tampered_tarball_is_refused(centre_a, tmp_path):
 def test_unsigned_cache_is_refused_unless_asked_for(centre_a, tmp_path):
     a, a_env, *_ = centre_a
     unsigned = (tmp_path / "unsigned").as_uri()
-    bc.push(a_env, unsigned, unsigned=True, run=a.run)
+    bc.push(a_env, unsigned, unsigned=True, spack=a)
     d = fresh_centre(tmp_path, "d")
     env = bc.env_from_lock(a_env / "spack.lock", tmp_path / "env")
     with pytest.raises(ClimstackError) as err:
-        bc.install(env, unsigned, run=d.run)
+        bc.install(env, unsigned, spack=d)
     assert unsigned in str(err.value) and "signature was not found" in str(err.value)
     assert "--unsigned" in err.value.fix
-    bc.install(env, unsigned, unsigned=True, run=d.run)
+    bc.install(env, unsigned, unsigned=True, spack=d)
     assert {"xpmem-stub", "mpi-probe", "netcdf-c"} <= set(spack_find(d, env))
 
 
@@ -227,7 +227,7 @@ def test_signed_cache_is_refused_without_the_signers_key(centre_a, tmp_path):
     e = fresh_centre(tmp_path, "e")
     env = bc.env_from_lock(a_env / "spack.lock", tmp_path / "env")
     with pytest.raises(ClimstackError) as err:
-        bc.install(env, url, run=e.run)
+        bc.install(env, url, spack=e)
     assert "Signature could not be verified" in str(err.value)
     assert "key trust" in err.value.fix
 
@@ -244,13 +244,13 @@ def test_unreachable_mirror_fails_fast_naming_it(centre_a, tmp_path, url):
     a, a_env, *_ = centre_a
     env = bc.env_from_lock(a_env / "spack.lock", tmp_path / "env")
     with pytest.raises(ClimstackError) as err:
-        bc.install(env, url, run=fresh_centre(tmp_path, "f").run)
+        bc.install(env, url, spack=fresh_centre(tmp_path, "f"))
     assert url in str(err.value)
 
 
 def test_list_shows_the_slice_for_its_target(centre_a):
     a, a_env, url, *_ = centre_a
-    specs = bc.contents(url, run=a.run)
+    specs = bc.contents(url, spack=a)
     lock = a_env / "spack.lock"
     mine = bc.select(specs, lock=lock)
     assert {"xpmem-stub", "mpi-probe", "netcdf-c"} <= {s["name"] for s in mine}

@@ -3,7 +3,6 @@ the highest scope, a tracked spack.yaml) never runs, and the Cray DAGs are the s
 whichever compilers the concretizing host has. conftest.py also compares `git status` at
 the end of the session with its start."""
 
-import functools
 import json
 import os
 import shutil
@@ -11,12 +10,10 @@ import subprocess
 
 import yaml
 from conftest import PROJECT_ROOT, git_status
+from support import IN_SPACK
 
 from climstack import spack
 from climstack.stack import environments, lock_cache
-
-#: asks Spack for its compilers the way `spack concretize` does (detecting if none)
-DETECT = "import spack.compilers.config as c; c.all_compilers()"
 
 
 def tracked_manifests() -> dict[str, bytes]:
@@ -35,7 +32,7 @@ def test_spack_would_write_detected_compilers_into_a_manifest_without_our_scope(
     env.mkdir()
     manifest = {"spack": {"include": [str(environments.STACK), str(site)], "specs": ["zlib"]}}
     (env / "spack.yaml").write_text(yaml.safe_dump(manifest))
-    spack.run("python", "-c", DETECT, env=env)
+    spack.DEFAULT.python(IN_SPACK, "compilers", env=env)  # as `spack concretize` asks
     written = yaml.safe_load((env / "spack.yaml").read_text())["spack"]
     assert "/usr/bin/gcc" in json.dumps(written.get("packages", {}).get("gcc")), written
 
@@ -43,7 +40,7 @@ def test_spack_would_write_detected_compilers_into_a_manifest_without_our_scope(
 def test_no_environment_of_ours_gets_detected_compilers_written_into_it():
     before = tracked_manifests()
     for env_dir in environments.find_environments().values():
-        spack.run("python", "-c", DETECT, env=env_dir)
+        spack.DEFAULT.python(IN_SPACK, "compilers", env=env_dir)
     assert tracked_manifests() == before
 
 
@@ -86,10 +83,10 @@ def test_archer2_lock_is_the_same_whichever_compilers_the_host_has(concretized, 
         for entry in manifest["spack"]["include"]
     ]
     (env / "spack.yaml").write_text(yaml.safe_dump(manifest))
-    environ = {k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"}
-    environ.update(SPACK_USER_CONFIG_PATH=str(user), PATH=f"{bindir}:{os.environ['PATH']}")
+    variables = {"SPACK_DISABLE_LOCAL_CONFIG": None, "SPACK_USER_CONFIG_PATH": str(user)}
+    variables["PATH"] = f"{bindir}:{os.environ['PATH']}"
     # solved once per set of inputs (lock_cache's key holds the user scope's compilers)
-    lock_cache.concretize(env, run=functools.partial(spack.run, environ=environ))
+    lock_cache.concretize(env, spack=spack.Spack(variables=variables))
     there = json.loads((env / "spack.lock").read_text())
     assert sorted(r["hash"] for r in there["roots"]) == sorted(r["hash"] for r in here["roots"])
     assert set(there["concrete_specs"]) == set(here["concrete_specs"])

@@ -1,11 +1,11 @@
 """Every environment concretizes --fresh, offline, the same on any host (real Spack)."""
 
-import json
-
 import pytest
 import yaml
-from conftest import PROJECT_ROOT, lock_nodes, roots, run_spack
+from conftest import lock_nodes, roots
+from support import LOCK_HASHES
 
+from climstack import spack
 from climstack.cray.drift import cray_sites
 from climstack.stack import environments, lock_cache
 
@@ -121,6 +121,5 @@ def test_every_lockfile_records_the_hashes_of_its_own_nodes(concretized):
     for name, env_dir in environments.find_environments().items():
         concretized(name)
         locks.append(str(env_dir / "spack.lock"))
-    script = PROJECT_ROOT / "tests" / "support" / "lock_hashes.py"
-    found = json.loads(run_spack("python", str(script), *locks).stdout)
+    found = spack.DEFAULT.python(LOCK_HASHES, *locks)
     assert found == {lock: [] for lock in locks}

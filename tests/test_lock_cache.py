@@ -44,7 +44,7 @@ def env(tmp_path):
 
 
 def key(env) -> str:
-    return lock_cache.key(lock_cache.report(env).stdout)
+    return lock_cache.key(lock_cache.report(env))
 
 
 def dag_hashes(env) -> set[str]:

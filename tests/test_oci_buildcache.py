@@ -48,7 +48,7 @@ def pushed(centre_a, registry):
     """A's slice pushed signed: (url, the blobs it stored, push output)."""
     a, env, *_ = centre_a
     url = registry.url("centre-a/buildcache")
-    output = oci_cache.push(env, url, run=a.run)
+    output = oci_cache.push(env, url, spack=a)
     return url, registry.stored_blobs(), output
 
 
@@ -57,7 +57,7 @@ def trusting(centre_a, tmp_path_factory) -> Path:
     """A keyring that trusts A's public key (`spack gpg trust`, 3 s, once): each centre B
     of the module starts from a copy of it."""
     template = Centre(tmp_path_factory.mktemp("keyring")).setup()
-    signing.gpg_trust(centre_a[3], run=template.run)
+    signing.gpg_trust(centre_a[3], spack=template)
     return template.home / "gpg"
 
 
@@ -80,12 +80,12 @@ def test_b_installs_a_slice_from_the_registry_only(centre_a, pushed, trusting, t
     assert "signed 5 images" in output and "(site local)" in output
     b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
-    oci_cache.install(env, url, run=b.run)
+    oci_cache.install(env, url, spack=b)
     a_hashes, b_hashes = spack_find(a, a_env), spack_find(b, env)
     assert SLICE <= set(b_hashes) and b_hashes == {n: a_hashes[n] for n in b_hashes}
     probe = Path(b.run("location", "-i", "mpi-probe", env=env).stdout.strip())
     assert probe.is_relative_to(b.install_root)
-    assert len(str(b.install_root)) > len(str(bc.install_root(a.run, a_env)))
+    assert len(str(b.install_root)) > len(str(bc.install_root(a, a_env)))
     out = subprocess.run(
         ["mpirun", "-np", "2", probe / "bin" / "mpi-probe"],
         capture_output=True,
@@ -99,14 +99,14 @@ def test_b_installs_a_slice_from_the_registry_only(centre_a, pushed, trusting, t
 def test_second_push_of_an_unchanged_environment_moves_no_blob(centre_a, registry, pushed):
     a, env, *_ = centre_a
     url, blobs, _ = pushed
-    output = oci_cache.push(env, url, run=a.run)
+    output = oci_cache.push(env, url, spack=a)
     assert "signed 0 images" in output
     assert registry.stored_blobs() == blobs
 
 
 def test_list_shows_specs_per_target_and_site(centre_a, pushed):
     a, *_ = centre_a
-    specs = oci_cache.contents(pushed[0], run=a.run)
+    specs = oci_cache.contents(pushed[0], spack=a)
     assert SLICE <= {s["name"] for s in specs}
     assert {s["site"] for s in specs} == {"local"}
     assert {s["signature"] for s in specs} == {"verified"}
@@ -146,7 +146,7 @@ def probe_image(centre_a):
         with mock.patch.dict(os.environ, registry.environ()):
             base = base_image.push(f"{registry.host}/climstack/debian")
             assert base.endswith("/climstack/debian:12")
-            oci_cache.push(env, registry.url("centre-a/images"), base_image=base, run=a.run)
+            oci_cache.push(env, registry.url("centre-a/images"), base_image=base, spack=a)
         yield registry, f"{registry.host}/centre-a/images:{tag_of(centre_a, 'mpi-probe')}"
 
 
@@ -259,7 +259,7 @@ def test_replaced_manifest_is_refused(centre_a, own_registry, trusting, tmp_path
     b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
-        oci_cache.install(env, url, run=b.run)
+        oci_cache.install(env, url, spack=b)
     message = str(err.value)
     assert url in message and tag_of(centre_a, "xpmem-stub") in message
     assert "registry serves" in message and "push again" in err.value.fix
@@ -278,7 +278,7 @@ def test_tampered_blob_is_refused(centre_a, own_registry, trusting, tmp_path):
     b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
-        oci_cache.install(env, url, run=b.run)
+        oci_cache.install(env, url, spack=b)
     assert url in str(err.value) and "xpmem-stub" in str(err.value)
     assert "xpmem-stub" not in spack_find(b, env)
 
@@ -286,14 +286,14 @@ def test_tampered_blob_is_refused(centre_a, own_registry, trusting, tmp_path):
 def test_unsigned_push_is_refused_unless_asked_for(centre_a, registry, trusting, tmp_path):
     a, a_env, *_ = centre_a
     url = registry.url("centre-a/unsigned")
-    assert "images with key" not in oci_cache.push(a_env, url, unsigned=True, run=a.run)
+    assert "images with key" not in oci_cache.push(a_env, url, unsigned=True, spack=a)
     b = centre_b(tmp_path, trusting)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
-        oci_cache.install(env, url, run=b.run)
+        oci_cache.install(env, url, spack=b)
     assert url in str(err.value) and "unsigned: no signature" in str(err.value)
     assert "--unsigned" in err.value.fix
-    oci_cache.install(env, url, unsigned=True, run=b.run)
+    oci_cache.install(env, url, unsigned=True, spack=b)
     assert SLICE <= set(spack_find(b, env))
 
 
@@ -301,7 +301,7 @@ def test_unknown_key_is_refused(centre_a, pushed, tmp_path):
     b = centre_b(tmp_path, keyring=None)
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
-        oci_cache.install(env, pushed[0], run=b.run)
+        oci_cache.install(env, pushed[0], spack=b)
     assert pushed[0] in str(err.value) and "could not be verified" in str(err.value)
     assert "key trust" in err.value.fix
 
@@ -311,7 +311,7 @@ def test_wrong_credentials_are_refused(centre_a, registry, pushed, trusting, tmp
     env = b_env(centre_a, tmp_path)
     with mock.patch.dict(os.environ, registry.environ(password="not-the-password")):
         with pytest.raises(ClimstackError) as err:
-            oci_cache.install(env, pushed[0], run=b.run)
+            oci_cache.install(env, pushed[0], spack=b)
     assert pushed[0] in str(err.value) and "refused the credentials of centre-a" in str(err.value)
     assert "CLIMSTACK_OCI_TOKEN" in err.value.fix
 
@@ -320,7 +320,7 @@ def test_cache_at_another_path_is_named_as_empty(centre_a, registry, pushed, tru
     url = registry.url("centre-a/no-such-cache")
     env = b_env(centre_a, tmp_path)
     with pytest.raises(ClimstackError) as err:
-        oci_cache.install(env, url, run=centre_b(tmp_path, trusting).run)
+        oci_cache.install(env, url, spack=centre_b(tmp_path, trusting))
     assert url in str(err.value) and "empty, or it lives at another repository path" in str(
         err.value
     )
@@ -329,7 +329,7 @@ def test_cache_at_another_path_is_named_as_empty(centre_a, registry, pushed, tru
 def test_unreachable_registry_fails_fast_naming_it(centre_a, tmp_path):
     url = "oci+http://127.0.0.1:9/climstack/buildcache"
     with pytest.raises(ClimstackError) as err:
-        oci_cache.install(b_env(centre_a, tmp_path), url, run=centre_a[0].run)
+        oci_cache.install(b_env(centre_a, tmp_path), url, spack=centre_a[0])
     assert url in str(err.value) and "unreachable" in str(err.value)
 
 
@@ -344,7 +344,7 @@ def test_disk_full_at_b_leaves_nothing_half_installed(centre_a, pushed, trusting
     try:
         env = b_env(centre_a, tmp_path)
         with pytest.raises(ClimstackError) as err:
-            oci_cache.install(env, pushed[0], run=b.run)
+            oci_cache.install(env, pushed[0], spack=b)
         assert "No space left on device" in str(err.value)
         found = b.run("find", "--format", "{name} {prefix}", env=env).stdout.split("\n")
         installed = {  # what Spack's database holds under B's root

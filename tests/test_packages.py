@@ -1,11 +1,11 @@
 """Our package repository: Spack loads and audits every package; Spack's style holds."""
 
-import json
 import subprocess
 import sys
 
 import pytest
 from conftest import PROJECT_ROOT
+from support import IN_SPACK
 
 from climstack import spack
 from climstack.stack import environments
@@ -40,31 +40,14 @@ def test_package_style(tool):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-#: per package of our repo: its fetcher, and the version Spack picks (preferred, else newest)
-PINS = r"""
-import json, sys, spack.repo
-out = {}
-for name in sys.argv[1:]:
-    cls = spack.repo.PATH.get_pkg_class(name)
-    pick = next((v for v, a in cls.versions.items() if a.get("preferred")), max(cls.versions))
-    out[name] = {"version": str(pick), "git": getattr(cls, "git", None),
-                 "url": getattr(cls, "url", None), "has_code": cls.has_code,
-                 "pin": {k: str(v) for k, v in cls.versions[pick].items()}}
-print(json.dumps(out))
-"""
-
-
 def is_hex(text, length: int) -> bool:
     return len(text or "") == length and all(c in "0123456789abcdef" for c in text)
 
 
-def test_every_package_pins_a_real_version(tmp_path):
+def test_every_package_pins_a_real_version():
     """The version Spack picks for each package is reproducible: a git commit (40 hex), a
     sha256-checked tarball, or sources shipped beside the recipe (nothing downloaded)."""
-    script = tmp_path / "pins.py"
-    script.write_text(PINS)
-    out = spack.run("python", str(script), *PACKAGES, env=environments.resolve("local")).stdout
-    found = json.loads(out.strip().splitlines()[-1])
+    found = spack.DEFAULT.python(IN_SPACK, "pins", *PACKAGES, env=environments.resolve("local"))
     assert set(found) == set(PACKAGES)
     for name, package in found.items():
         pin = package["pin"]

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 from conftest import PROJECT_ROOT, run_spack
+from support import IN_SPACK
 
-from climstack import pins
+from climstack import pins, spack
 
 
 def setup(**env):
@@ -44,7 +45,7 @@ def test_builtin_repo_is_the_cached_clone_and_no_binary_bootstrap():
     repos = run_spack("repo", "list").stdout
     assert str(pins.builtin_repo_root()) in repos
     assert run_spack("config", "get", "bootstrap").stdout.count("enable: false") == 1
-    clingo = run_spack("python", "-c", "print(__import__('clingo').__file__)").stdout
+    clingo = spack.DEFAULT.python(IN_SPACK, "clingo")
     assert str(PROJECT_ROOT / ".venv") in clingo
 
 

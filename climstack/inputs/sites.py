@@ -3,7 +3,6 @@ schemas/bind.json, defaults filled), and their Spack configuration as Spack merg
 included scopes (site/cray-ex) and the user's scopes count, as in `spack config get`."""
 
 import functools
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,10 +32,6 @@ def shared_scopes() -> set[str]:
 def known_sites() -> list[str]:
     shared = shared_scopes()
     return sorted(p.name for p in SITES_DIR.iterdir() if p.is_dir() and p.name not in shared)
-
-
-#: run by `spack python`: `config get` and `config blame` of packages, one JSON line
-PRINT_PACKAGES = spack.SCRIPTS / "print_packages.py"
 
 
 @dataclass(frozen=True)
@@ -72,14 +67,14 @@ class Site:
     def _merged(self) -> dict[str, str]:
         """`spack config get packages` and `spack config blame packages`, both printed by one
         Spack process (each Spack process starts in ~0.5 s)."""
-        proc = spack.run("-C", str(self.path), "python", str(PRINT_PACKAGES), check=False)
-        if proc.returncode != 0:
+        try:
+            return spack.DEFAULT.scoped(self.path).python("print_packages.py")
+        except spack.ScriptFailed as err:
             raise ClimstackError(
                 f"Spack cannot read the site scope {self.path}: "
-                + " ".join((proc.stderr or proc.stdout).split())[-600:],
+                + " ".join(err.output.split())[-600:],
                 fix="correct the file and key named above (`bin/climstack check` shows it)",
-            )
-        return json.loads(proc.stdout.splitlines()[-1])
+            ) from err
 
     def origin(self, prefix: str, key: str = "prefix") -> str:
         """file:line of the scope that sets this external prefix (or another key's value)."""

@@ -5,33 +5,30 @@ One centre builds and pushes (`spack buildcache push --update-index`, signed wit
 (`spack install --cache-only`), into its own install root: the padded install tree
 (site/*/config.yaml `padded_length`) lets Spack rewrite every path on relocation.
 
-Every function takes `run`, a callable like climstack.spack.run, so the same code
-drives the user's Spack or the Centre of tests/support/centre.py (an isolated Spack instance,
-as in the tests and benchmark). Signing keys (`climstack buildcache key`) live in
+Every function takes `spack`, a climstack.spack.Spack (default: the user's), so the same
+code drives the user's Spack or the Centre of tests/support/centre.py (an isolated Spack
+instance, as in the tests and benchmark). Signing keys (`climstack buildcache key`) live in
 climstack.stack.signing.
 """
 
 import json
 import shutil
 import socket
-import tempfile
 import urllib.parse
 from pathlib import Path
 
 import yaml
 
-from climstack import spack
 from climstack.errors import ClimstackError
+from climstack.spack import DEFAULT, Spack
 from climstack.stack import environments, signing
 
 MIRROR_NAME = "climstack-cache"
 
 
-def install_root(run, env: Path | None = None, padded: bool = False) -> Path:
+def install_root(spack: Spack = DEFAULT, env: Path | None = None, padded: bool = False) -> Path:
     """The install root Spack uses (unpadded unless asked: what a leaked path starts with)."""
-    attr = "root" if padded else "unpadded_root"
-    out = run("python", "-c", f"import spack.store; print(spack.store.STORE.{attr})", env=env)
-    return Path(out.stdout.strip().splitlines()[-1])
+    return Path(spack.python("install_root.py", "root" if padded else "unpadded_root", env=env))
 
 
 # --- mirrors ----------------------------------------------------------------------------
@@ -78,15 +75,15 @@ def mirror_add(
     url: str,
     unsigned: bool = False,
     env: Path | None = None,
-    run=spack.run,
+    spack: Spack = DEFAULT,
     name: str = MIRROR_NAME,
     options: list[str] = (),
 ) -> None:
     """Register a binary mirror in the environment (or the user scope without one);
     options: more `spack mirror add` options (an OCI registry's credentials' variables)."""
     scope = ["--scope", f"env:{env}"] if env else ["--scope", "user"]
-    run("mirror", "remove", *scope, name, env=env, check=False)
-    run(
+    spack.run("mirror", "remove", *scope, name, env=env, check=False)
+    spack.run(
         "mirror",
         "add",
         *scope,
@@ -109,20 +106,20 @@ def push(
     key: str | None = None,
     unsigned: bool = False,
     force: bool = False,
-    run=spack.run,
+    spack: Spack = DEFAULT,
 ) -> str:
     """Push the environment's installed specs (and runtime deps) signed, then reindex."""
     local = url.startswith("file://")
     if not local:
         check_reachable(url)  # the scheme and the network, before the keyring
-    signing.check_signing_key(unsigned, run)
+    signing.check_signing_key(unsigned, spack)
     if local:  # a new filesystem cache is simply created
         path = Path(urllib.parse.unquote(urllib.parse.urlparse(url).path))
         path.mkdir(parents=True, exist_ok=True)
     args = [*signing.GPG, "buildcache", "push", "--update-index", "--fail-fast"]
     args += ["--unsigned"] if unsigned else ["--signed"] + (["--key", key] if key else [])
     args += ["--force"] if force else []  # replace tarballs already in the cache
-    proc = run(*args, url, env=env_dir, check=False)
+    proc = spack.run(*args, url, env=env_dir, check=False)
     if proc.returncode != 0:
         raise ClimstackError(
             f"pushing {env_dir} to {url} failed:\n"
@@ -171,25 +168,30 @@ def env_from_lock(lock: Path, env_dir: Path) -> Path:
 
 
 def install(
-    env_dir: Path, url: str, unsigned: bool = False, run=spack.run, options=(), added=False
+    env_dir: Path,
+    url: str,
+    unsigned: bool = False,
+    spack: Spack = DEFAULT,
+    options=(),
+    added=False,
 ) -> str:
     """Install an environment's concrete specs from the buildcache only (no source builds).
     options: more `spack install` options (-p N); added: the mirror is already in the
     environment."""
     check_reachable(url)
     if not added:
-        mirror_add(url, unsigned=unsigned, env=env_dir, run=run)
+        mirror_add(url, unsigned=unsigned, env=env_dir, spack=spack)
     options = [*options, *(["--no-check-signature"] if unsigned else [])]
-    return install_cache_only(env_dir, url, options, run)
+    return install_cache_only(env_dir, url, options, spack)
 
 
-def install_cache_only(env_dir: Path, url: str, options, run=spack.run) -> str:
+def install_cache_only(env_dir: Path, url: str, options, spack: Spack = DEFAULT) -> str:
     """`spack install --cache-only`; a refusal is run again with -d to say why (Spack's
     debug output alone names the reason; nothing more gets installed by that run)."""
     args = [*signing.GPG, "install", "--cache-only", *options]
-    proc = run(*args, env=env_dir, check=False)
+    proc = spack.run(*args, env=env_dir, check=False)
     if proc.returncode != 0:
-        proc = run("-d", *args, env=env_dir, check=False)
+        proc = spack.run("-d", *args, env=env_dir, check=False)
         raise install_error(url, proc.stderr + proc.stdout)
     return "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("==> ["))
 
@@ -238,26 +240,11 @@ def install_error(url: str, output: str) -> ClimstackError:
     )
 
 
-_LIST = r"""
-import json, sys
-import spack.binary_distribution as bd
-print(json.dumps([{"name": s.name, "version": str(s.version), "hash": s.dag_hash(),
-                   "platform": s.architecture.platform, "os": s.architecture.os,
-                   "target": str(s.architecture.target),
-                   "mpi": [d.format("{name}@{version}") for d in s.dependencies(virtuals=["mpi"])]}
-                  for s in bd.update_cache_and_get_specs() if not s.external]))
-"""
-
-
-def contents(url: str, run=spack.run) -> list[dict]:
+def contents(url: str, spack: Spack = DEFAULT) -> list[dict]:
     """Every spec in the buildcache at url: name, version, hash, os, target, mpi."""
     check_reachable(url)
-    with tempfile.NamedTemporaryFile("w", suffix=".py") as script:
-        script.write(_LIST)
-        script.flush()
-        mirrors = json.dumps({"listed": {"url": url, "source": False, "binary": True}})
-        proc = run("-c", f"mirrors:{mirrors}", "python", script.name)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    mirrors = json.dumps({"listed": {"url": url, "source": False, "binary": True}})
+    return spack.python("buildcache_specs.py", options=("-c", f"mirrors:{mirrors}"))
 
 
 def select(specs: list[dict], target: str | None = None, lock: Path | None = None) -> list[dict]:

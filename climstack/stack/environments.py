@@ -146,20 +146,20 @@ def check_scope_files(env_dir: Path) -> list[Path]:
     return files
 
 
-def solver_inputs(env_dir: Path) -> str:
+def solver_inputs(env_dir: Path) -> dict:
     """Check the environment's site exists and let Spack validate every scope it loads;
-    returns what its concretization depends on, as Spack reports it (JSON)."""
+    returns what its concretization depends on, as Spack reports it (lock_cache.report)."""
     site = site_of(env_dir)
     check_scope_files(env_dir)
-    proc = lock_cache.report(env_dir, check=False)
-    if proc.returncode != 0:
-        detail = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[-800:]
+    try:
+        return lock_cache.report(env_dir)
+    except spack.ScriptFailed as err:
+        detail = " ".join(err.output.split())[-800:]
         raise ClimstackError(
             f"environment {env_dir} (site {site}) has invalid configuration: {detail}",
             fix="correct the key named above in that file (Spack's config schema decides "
             "what is allowed: `spack config get <section>` shows the merged result)",
-        )
-    return proc.stdout
+        ) from err
 
 
 def check(env_dir: Path) -> str:

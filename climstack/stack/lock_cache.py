@@ -16,29 +16,32 @@ import json
 import os
 from pathlib import Path
 
-from climstack import pins, spack
+from climstack import pins
 from climstack.common import atomic, progress, stamp
+from climstack.spack import DEFAULT, Spack
 
-INPUTS_SCRIPT = spack.SCRIPTS / "concretize_inputs.py"
 #: the sections Spack loads (and so validates) before reporting the inputs
 SECTIONS = "concretizer config definitions include mirrors modules packages repos".split()
 
 
-def report(env_dir: Path, run=spack.run, check: bool = True):
-    """`spack -e ENV python concretize_inputs.py`: the completed process, its JSON on stdout."""
-    return run("python", str(INPUTS_SCRIPT), ",".join(SECTIONS), env=env_dir, check=check)
+def report(env_dir: Path, spack: Spack = DEFAULT) -> dict:
+    """What the environment's concretization depends on, as Spack reports it
+    (`spack -e ENV python concretize_inputs.py`); ScriptFailed on invalid configuration."""
+    return spack.python("concretize_inputs.py", ",".join(SECTIONS), env=env_dir)
 
 
-def concretize(env_dir: Path, run=spack.run, reuse: bool = True, reported: str = "") -> bool:
+def concretize(
+    env_dir: Path, spack: Spack = DEFAULT, reuse: bool = True, reported: dict | None = None
+) -> bool:
     """`spack concretize --fresh --force`, or the lockfile of an earlier concretization with
-    the same key; returns whether it was reused. `reported`: report()'s output, if known."""
-    digest = key(reported or report(env_dir, run).stdout)
+    the same key; returns whether it was reused. `reported`: report()'s result, if known."""
+    digest = key(reported or report(env_dir, spack))
     with atomic.locked(cache() / f"{digest}.lock"):  # the same inputs are solved once
         if reuse and restore(digest, env_dir):
             progress.note(f"{env_dir}: inputs unchanged, concretization reused ({digest[:12]})")
             return True
         with progress.step(f"concretizing {env_dir} --fresh"):
-            run("concretize", "--fresh", "--force", env=env_dir)
+            spack.run("concretize", "--fresh", "--force", env=env_dir)
         save(digest, env_dir)
     return False
 
@@ -47,9 +50,9 @@ def cache() -> Path:
     return pins.cache_dir() / "locks"
 
 
-def key(reported: str) -> str:
-    """The key of an environment from concretize_inputs' JSON output."""
-    inputs = json.loads(reported)
+def key(reported: dict) -> str:
+    """The key of an environment from what report() returns."""
+    inputs = dict(reported)
     builtin = str(pins.builtin_repo_root())
     repos = [
         pins.SPACK_PACKAGES.commit if root == builtin else stamp.tree(Path(root))

@@ -11,12 +11,12 @@ import json
 import os
 from pathlib import Path
 
-from climstack import spack
 from climstack.errors import ClimstackError
+from climstack.spack import DEFAULT, ScriptFailed, Spack
 from climstack.stack import buildcache, environments, signing
-from climstack.stack.registry import PASSWORD_VARIABLE, USERNAME_VARIABLE, credentials
+from climstack.stack.registry import (PASSWORD_VARIABLE, USERNAME_VARIABLE,
+                                      credentials)
 
-IN_SPACK = spack.SCRIPTS / "oci_in_spack.py"
 CREDENTIALS = f"set {USERNAME_VARIABLE} and {PASSWORD_VARIABLE} to an account of that registry"
 
 
@@ -39,16 +39,18 @@ def _mirror_option(url: str) -> tuple[str, str]:
     return ("-c", "mirrors:" + json.dumps({buildcache.MIRROR_NAME: mirror_entry(url)}))
 
 
-def in_spack(action: str, url: str, *args: str, env: Path | None = None, run=spack.run) -> dict:
+def in_spack(
+    action: str, url: str, *args: str, env: Path | None = None, spack: Spack = DEFAULT
+) -> dict:
     """Run an action of oci_in_spack.py; its JSON result, or the registry's refusal."""
-    command = [*signing.GPG, *_mirror_option(url), "python", str(IN_SPACK), action, url, *args]
-    proc = run(*command, env=env, check=False, timeout=1800)
-    lines = proc.stdout.strip().splitlines()
+    options = (*signing.GPG, *_mirror_option(url))
     try:
-        result = json.loads(lines[-1])
-    except (IndexError, ValueError):
+        result = spack.python(
+            "oci_in_spack.py", action, url, *args, env=env, options=options, timeout=1800
+        )
+    except ScriptFailed as err:
         raise ClimstackError(
-            f"registry {url}: `{action}` failed:\n" + (proc.stderr or proc.stdout)[-2000:],
+            f"registry {url}: `{action}` failed:\n" + err.output[-2000:],
             fix="check the registry's URL and that Spack can reach it (`spack -d`)",
         ) from None
     if "error" in result:
@@ -72,11 +74,11 @@ def registry_error(url: str, status: int, error: str) -> ClimstackError:
     return ClimstackError(f"registry {url}: {error}", fix="check the registry's URL and logs")
 
 
-def check_index(url: str, run=spack.run, missing_ok: bool = False) -> bool:
+def check_index(url: str, spack: Spack = DEFAULT, missing_ok: bool = False) -> bool:
     """Whether the cache has its index; refuses bad credentials, and (unless missing_ok)
     a repository without an index: empty, or the cache lives at another path."""
     buildcache.check_reachable(url)
-    return index_state(url, in_spack("check", url, run=run), missing_ok)
+    return index_state(url, in_spack("check", url, spack=spack), missing_ok)
 
 
 def index_state(url: str, result: dict, missing_ok: bool = False) -> bool:
@@ -102,18 +104,18 @@ def push(
     unsigned: bool = False,
     force: bool = False,
     base_image: str | None = None,
-    run=spack.run,
+    spack: Spack = DEFAULT,
     specs: tuple[str, ...] = (),
 ) -> str:
     """Push the environment's installed specs (or only `specs` and their dependencies) as OCI
     images (on base_image, runnable), update the index, and sign each image's manifest
     unless unsigned."""
-    signing.check_signing_key(unsigned, run)
-    check_index(url, run=run, missing_ok=True)  # reachable, and these credentials work
+    signing.check_signing_key(unsigned, spack)
+    check_index(url, spack=spack, missing_ok=True)  # reachable, and these credentials work
     args = [*signing.GPG, *_mirror_option(url), "buildcache", "push", "--update-index"]
     args += ["--fail-fast", "--unsigned"] + (["--force"] if force else [])
     args += ["--base-image", base_image] if base_image else []
-    proc = run(*args, buildcache.MIRROR_NAME, *specs, env=env_dir, check=False, timeout=3600)
+    proc = spack.run(*args, buildcache.MIRROR_NAME, *specs, env=env_dir, check=False, timeout=3600)
     if proc.returncode != 0:
         raise ClimstackError(
             f"pushing {env_dir} to {url} failed:\n" + (proc.stderr or proc.stdout)[-2000:],
@@ -122,9 +124,9 @@ def push(
         )
     if unsigned:
         return proc.stdout
-    key = key or signing.gpg_fingerprints(run)[0]
+    key = key or signing.gpg_fingerprints(spack)[0]
     site = environments.site_of(env_dir)
-    signed = in_spack("sign", url, key, site, env=env_dir, run=run)["signed"]
+    signed = in_spack("sign", url, key, site, env=env_dir, spack=spack)["signed"]
     return proc.stdout + f"signed {len(signed)} images with key {key} (site {site})\n"
 
 
@@ -148,11 +150,11 @@ ADVICE = (
 )
 
 
-def verify(env_dir: Path, url: str, run=spack.run) -> list[dict]:
+def verify(env_dir: Path, url: str, spack: Spack = DEFAULT) -> list[dict]:
     """Every spec of the environment signed by a trusted key for what the registry serves
     (the index checked first, in the same Spack process)."""
     buildcache.check_reachable(url)
-    result = in_spack("verify", url, env=env_dir, run=run)
+    result = in_spack("verify", url, env=env_dir, spack=spack)
     index_state(url, result)
     if result["problems"]:
         reasons = [
@@ -165,20 +167,20 @@ def verify(env_dir: Path, url: str, run=spack.run) -> list[dict]:
     return result["ok"]
 
 
-def install(env_dir: Path, url: str, unsigned: bool = False, run=spack.run) -> str:
+def install(env_dir: Path, url: str, unsigned: bool = False, spack: Spack = DEFAULT) -> str:
     """Install the environment's specs from the registry only, signatures checked first."""
     if unsigned:
-        check_index(url, run=run)
+        check_index(url, spack=spack)
     else:
-        verify(env_dir, url, run=run)
+        verify(env_dir, url, spack=spack)
     options = ["--oci-username-variable", USERNAME_VARIABLE] if credentials() else []
     options += ["--oci-password-variable", PASSWORD_VARIABLE] if options else []
-    buildcache.mirror_add(url, unsigned=True, env=env_dir, run=run, options=options)
-    return buildcache.install_cache_only(env_dir, url, ["--no-check-signature"], run)
+    buildcache.mirror_add(url, unsigned=True, env=env_dir, spack=spack, options=options)
+    return buildcache.install_cache_only(env_dir, url, ["--no-check-signature"], spack)
 
 
-def contents(url: str, run=spack.run) -> list[dict]:
+def contents(url: str, spack: Spack = DEFAULT) -> list[dict]:
     """Every spec image in the registry: name, version, hash, os, target, mpi, and the
     site and signature state its statement gives."""
-    check_index(url, run=run)
-    return in_spack("list", url, run=run)["specs"]
+    check_index(url, spack=spack)
+    return in_spack("list", url, spack=spack)["specs"]

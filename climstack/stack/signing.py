@@ -2,16 +2,16 @@
 
 A building centre creates a key and exports its public half; another centre trusts that
 public key, so Spack verifies every binary it installs from the cache. The secret key never
-belongs in git (`tracked_secret_keys`). Every function takes `run`, as in buildcache.
+belongs in git (`tracked_secret_keys`). Every function takes `spack`, as in buildcache.
 """
 
 import os
 from pathlib import Path
 
-from climstack import spack
 from climstack.common import process
 from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
+from climstack.spack import DEFAULT, Spack
 
 #: bin/setup disables Spack's bootstrapping (nothing may be downloaded), but `spack gpg`
 #: enters the bootstrap context even when the host's gpg is on PATH, as it is here.
@@ -19,7 +19,7 @@ GPG = ("-c", "bootstrap:enable:true")
 
 
 def gpg_create(
-    name: str, email: str, public: Path, secret: Path | None = None, run=spack.run
+    name: str, email: str, public: Path, secret: Path | None = None, spack: Spack = DEFAULT
 ) -> None:
     """Create the centre's signing key; export the public half (and the secret, to back up)."""
     for path in filter(None, (public, secret)):  # checked before a key exists
@@ -35,7 +35,7 @@ def gpg_create(
     ]
     if secret:
         args += ["--export-secret", str(secret)]
-    run(*args, name, email)
+    spack.run(*args, name, email)
     if secret:
         secret.chmod(0o600)
 
@@ -59,12 +59,12 @@ def writable_destination(path: Path, mkdir: bool = False) -> None:
         )
 
 
-def gpg_export(dest: Path, secret: bool = False, run=spack.run) -> None:
+def gpg_export(dest: Path, secret: bool = False, spack: Spack = DEFAULT) -> None:
     writable_destination(dest)
-    run(*GPG, "gpg", "export", *(["--secret"] if secret else []), str(dest))
+    spack.run(*GPG, "gpg", "export", *(["--secret"] if secret else []), str(dest))
 
 
-def gpg_trust(keyfile: Path, run=spack.run) -> None:
+def gpg_trust(keyfile: Path, spack: Spack = DEFAULT) -> None:
     """Import a public key (another centre's) into this Spack's keyring, as trusted."""
     if not keyfile.is_file():
         raise ClimstackError(
@@ -72,12 +72,12 @@ def gpg_trust(keyfile: Path, run=spack.run) -> None:
             fix="ask the building centre for its `climstack buildcache key "
             "export` output (the .pub file, never the secret key)",
         )
-    run(*GPG, "gpg", "trust", str(keyfile))
+    spack.run(*GPG, "gpg", "trust", str(keyfile))
 
 
-def gpg_fingerprints(run=spack.run) -> list[str]:
+def gpg_fingerprints(spack: Spack = DEFAULT) -> list[str]:
     """Fingerprints of the secret (signing) keys in this Spack's keyring."""
-    out = run(*GPG, "gpg", "list", "--signing").stdout
+    out = spack.run(*GPG, "gpg", "list", "--signing").stdout
     return [
         word
         for word in out.split()
@@ -96,9 +96,9 @@ def tracked_secret_keys(repo: Path = PROJECT_ROOT) -> list[str]:
     ]
 
 
-def check_signing_key(unsigned: bool, run=spack.run) -> None:
+def check_signing_key(unsigned: bool, spack: Spack = DEFAULT) -> None:
     """Refuse to push signed when this Spack's keyring holds no signing key."""
-    if not unsigned and not gpg_fingerprints(run):
+    if not unsigned and not gpg_fingerprints(spack):
         raise ClimstackError(
             "no signing key in this Spack's keyring",
             fix="`climstack buildcache key create NAME EMAIL`, or import the "

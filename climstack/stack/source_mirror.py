@@ -7,59 +7,26 @@ mirror. The Debian side (apt, its indexes, the downloads) is climstack.stack.deb
 """
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
 
-from climstack import spack
 from climstack.errors import ClimstackError
+from climstack.spack import DEFAULT, Spack
 from climstack.stack import environments
 from climstack.stack.debian_sources import DebianSources
 
-# Run inside `spack -e ENV python`: one JSON object per concrete spec that Spack would
-# fetch, with its pinned sha256 and its paths in a mirror (digest path first, then alias).
-_NEEDS = r"""
-import json, os
-import spack.environment as ev, spack.fetch_strategy as fs, spack.mirrors.layout as layout
-out = []
-for spec in ev.active_environment().all_specs():
-    if spec.external or not spec.package.has_code:
-        continue
-    fetcher = spec.package.fetcher
-    entry = {"spec": spec.format("{name}@{version}/{hash:7}"), "name": spec.name,
-             "version": str(spec.version), "hash": spec.dag_hash(),
-             "url": getattr(fetcher, "url", None), "sha256": None, "paths": []}
-    if isinstance(fetcher, fs.URLFetchStrategy) and len(fetcher.digest or "") == 64:  # sha256
-        entry["sha256"] = fetcher.digest
-        alias = os.path.join(spec.name, spec.format_path("{name}-{version}"))
-        entry["paths"] = list(layout.default_mirror_layout(fetcher, alias, spec))
-    out.append(entry)
-    for patch in spec.patches:  # patches fetched from a URL need the mirror too
-        if getattr(patch, "url", None):
-            ref = os.path.join(patch.owner.split(".")[-1], os.path.basename(patch.url))
-            out.append({"spec": f"{entry['spec']} patch {patch.url}", "name": spec.name,
-                        "version": entry["version"], "hash": entry["hash"], "url": patch.url,
-                        "sha256": patch.archive_sha256 or patch.sha256,
-                        "paths": list(layout.default_mirror_layout(patch.fetcher(), ref))})
-print(json.dumps(out))
-"""
 
-
-def needed_sources(env_dir: Path, run=spack.run) -> list[dict]:
+def needed_sources(env_dir: Path, spack: Spack = DEFAULT) -> list[dict]:
     """What the (concretized) environment fetches: name, version, sha256, mirror paths."""
-    with tempfile.NamedTemporaryFile("w", suffix=".py") as script:
-        script.write(_NEEDS)
-        script.flush()
-        proc = run("python", script.name, env=env_dir)
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return spack.python("needed_sources.py", env=env_dir)
 
 
-def create(env_dir: Path, mirror_dir: Path, run=spack.run) -> str:
+def create(env_dir: Path, mirror_dir: Path, spack: Spack = DEFAULT) -> str:
     """`spack mirror create --all` for the environment (fetches through configured mirrors)."""
     mirror_dir.mkdir(parents=True, exist_ok=True)
-    proc = run("mirror", "create", "-d", str(mirror_dir), "--all", env=env_dir, check=False)
+    proc = spack.run("mirror", "create", "-d", str(mirror_dir), "--all", env=env_dir, check=False)
     if proc.returncode != 0:
         raise ClimstackError(
             f"`spack mirror create -d {mirror_dir}` for {env_dir} failed:\n"
@@ -97,7 +64,7 @@ def fill_from_debian(
     mirror_dir: Path,
     debian: DebianSources | None = None,
     update: bool = True,
-    run=spack.run,
+    spack: Spack = DEFAULT,
 ) -> dict[str, str]:
     """Fill mirror_dir with every source of the environment that Debian ships byte-identical.
 
@@ -107,7 +74,7 @@ def fill_from_debian(
     debian = debian or DebianSources()
     index = None
     report = {}
-    for need in needed_sources(env_dir, run):
+    for need in needed_sources(env_dir, spack):
         if (need["url"] or "").startswith("file:"):
             report[need["spec"]] = "local file, nothing to mirror"
             continue

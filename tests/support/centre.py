@@ -1,17 +1,16 @@
-"""An isolated Spack instance ("centre") and the slice of the local environment that the
-buildcache round-trip test and benchmark share between two centres."""
+"""An isolated Spack instance ("centre": a climstack.spack.Spack of its own) and the slice of
+the local environment that the buildcache round-trip test and benchmark share between two
+centres."""
 
 import json
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
-from climstack import spack
 from climstack.common import atomic, stamp
 from climstack.pins import PROJECT_ROOT, cache_dir, spack_user_cache
+from climstack.spack import DEFAULT, Spack
 from climstack.stack import buildcache as bc
 from climstack.stack import debian_sources as ds
 from climstack.stack import environments, lock_cache, signing
@@ -28,9 +27,9 @@ DEMO = cache_dir() / "buildcache-demo"
 
 
 @dataclass
-class Centre:
+class Centre(Spack):
     """An isolated Spack instance: its own user config scope, user cache, keyring, and
-    (unless an environment's site scope says otherwise) install root."""
+    (unless an environment's site scope says otherwise) install root, all set by variables."""
 
     home: Path
     install_root: Path | None = None
@@ -38,15 +37,14 @@ class Centre:
     #: build tools, and for the whole local environment its develop trees and source mirror
     shared: tuple[str, ...] = ("local-externals",)
 
-    def environ(self) -> dict:
-        env = {k: v for k, v in os.environ.items() if k != "SPACK_DISABLE_LOCAL_CONFIG"}
-        env.update(
-            SPACK_USER_CONFIG_PATH=str(self.home / "config"),
-            SPACK_SYSTEM_CONFIG_PATH=str(self.home / "system"),  # empty: no /etc/spack
-            SPACK_USER_CACHE_PATH=str(self.home / "cache"),
-            SPACK_GNUPGHOME=str(self.home / "gpg"),
-        )
-        return env
+    def __post_init__(self):
+        self.variables = {
+            "SPACK_DISABLE_LOCAL_CONFIG": None,
+            "SPACK_USER_CONFIG_PATH": str(self.home / "config"),
+            "SPACK_SYSTEM_CONFIG_PATH": str(self.home / "system"),  # empty: no /etc/spack
+            "SPACK_USER_CACHE_PATH": str(self.home / "cache"),
+            "SPACK_GNUPGHOME": str(self.home / "gpg"),
+        }
 
     def setup(self) -> "Centre":
         (self.home / "config").mkdir(parents=True, exist_ok=True)
@@ -66,13 +64,8 @@ class Centre:
         (self.home / "config" / "config.yaml").write_text(yaml.safe_dump({"config": config}))
         return self
 
-    def run(
-        self, *args: str, env: Path | None = None, check: bool = True, timeout: int = 3600
-    ) -> subprocess.CompletedProcess:
-        return spack.run(*args, env=env, check=check, timeout=timeout, environ=self.environ())
 
-
-def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
+def slice_env(env_dir: Path, specs=SLICE_SPECS, spack: Spack = DEFAULT) -> Path:
     """A slice of the local environment (same stack and site scope), concretized (reused
     while its inputs are unchanged: climstack.stack.lock_cache). The host's zlib is an
     external: Debian repacks zlib's tarball."""
@@ -88,9 +81,9 @@ def slice_env(env_dir: Path, specs=SLICE_SPECS, run=spack.run) -> Path:
     written = env_dir / ".manifest"  # what spack.yaml was made from (external find adds zlib)
     if not stamp.current(written, text.strip()):
         (env_dir / "spack.yaml").write_text(text)
-        run("external", "find", "--not-buildable", "zlib", env=env_dir)
+        spack.run("external", "find", "--not-buildable", "zlib", env=env_dir)
         written.write_text(text)
-    lock_cache.concretize(env_dir, run=run)
+    lock_cache.concretize(env_dir, spack=spack)
     return env_dir
 
 
@@ -101,19 +94,17 @@ def centre_a():
     with atomic.locked(DEMO / "centre-a"):  # the tests' processes build it once
         a = Centre(DEMO / "centre-a").setup()
         public = a.home / "centre-a.pub"
-        if not signing.gpg_fingerprints(a.run):
-            signing.gpg_create(
-                "climstack centre A", "centre-a@climstack.invalid", public, run=a.run
-            )
+        if not signing.gpg_fingerprints(a):
+            signing.gpg_create("climstack centre A", "centre-a@climstack.invalid", public, spack=a)
         if not public.is_file():
-            signing.gpg_export(public, run=a.run)
+            signing.gpg_export(public, spack=a)
         env = a.home / "slice"
-        slice_env(env, run=a.run)
+        slice_env(env, spack=a)
         report = sm.fill_from_debian(
-            env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), run=a.run
+            env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), spack=a
         )
         a.run("install", "-j2", env=env, timeout=5400)
         roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
         cache = DEMO / "caches" / stamp.digest(" ".join(roots))
-        bc.push(env, cache.as_uri(), run=a.run)
+        bc.push(env, cache.as_uri(), spack=a)
         return a, env, cache.as_uri(), public, report
