@@ -171,27 +171,15 @@ def find_local_externals() -> None:
     entry = cache.Entry(pins.local_externals(), stamp.digest(*DETECTIONS), inside=".inputs")
     if entry.current():
         return
-    spack = str(gateway.SPACK)
 
     def fill(work: Path):
         # the user scope is where both commands write: point it at the new scope
         work.mkdir()
-        env = process.environ(SPACK_DISABLE_LOCAL_CONFIG=None, SPACK_USER_CONFIG_PATH=str(work))
+        variables = {"SPACK_DISABLE_LOCAL_CONFIG": None, "SPACK_USER_CONFIG_PATH": str(work)}
+        spack = gateway.Spack(variables=variables)
         fix = "install the tools listed in bin/setup, then rerun it"
-        process.run(
-            [spack, "compiler", "find", "--scope", "user"],
-            "`spack compiler find`",
-            env=env,
-            timeout=600,
-            fix=fix,
-        )
-        process.run(
-            [spack, "external", "find", "--scope", "user", *LOCAL_BUILD_TOOLS],
-            "`spack external find`",
-            env=env,
-            timeout=600,
-            fix=fix,
-        )
+        spack.run("compiler", "find", "--scope", "user", timeout=600, fix=fix)
+        spack.run("external", "find", "--scope", "user", *LOCAL_BUILD_TOOLS, timeout=600, fix=fix)
         (work / "packages.yaml").touch()  # an empty scope if nothing was found
 
     with progress.step("detecting this host's compilers and build tools (once)"):

@@ -1,6 +1,7 @@
 """The layering of docs/architecture.md, checked on the code's imports: a package of
 climstack/ imports only from its own layer and the layers below it, the product never
-imports the test support, and only the process runner starts processes."""
+imports the test support, only the process runner starts processes, and only the Spack
+gateway names Spack's entry point or starts `spack python`."""
 
 import ast
 import re
@@ -27,6 +28,8 @@ RANK = {part: rank for rank, layer in enumerate(LAYERS) for part in layer}
 #: the only modules that may start processes (the runner) or name Spack's entry point
 PROCESS_RUNNER = {"common/process.py"}
 SPACK_GATEWAY = {"spack/__init__.py"}
+#: what runs a Spack command: the gateway's run and stream (of a Spack, a Centre, conftest's)
+SPACK_RUNNERS = {"run", "stream", "run_spack"}
 
 
 def modules() -> dict[str, ast.Module]:
@@ -97,3 +100,61 @@ def test_only_the_gateway_knows_where_spack_is():
         if name not in SPACK_GATEWAY and joined.search((PACKAGE / name).read_text())
     ]
     assert not found, f"use climstack.spack.SPACK in: {', '.join(found)}"
+
+
+def callee(call: ast.Call) -> str:
+    """spack.DEFAULT.run(...) -> run; run_spack(...) -> run_spack."""
+    func = call.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def starts_spack_python(node: ast.AST) -> bool:
+    """Spack's `python` subcommand passed on: among the arguments of a run/stream, or after
+    the first word of an argument list built anywhere (`[*GPG, "python", script]`)."""
+    if isinstance(node, (ast.List, ast.Tuple)):
+        words = node.elts[1:]
+    elif isinstance(node, ast.Call) and callee(node) in SPACK_RUNNERS:
+        words = [arg.value if isinstance(arg, ast.Starred) else arg for arg in node.args]
+    else:
+        return False
+    return any(isinstance(word, ast.Constant) and word.value == "python" for word in words)
+
+
+def python_sources() -> dict[str, ast.Module]:
+    """Every module of the package but the gateway's, of the tests and of the benchmarks."""
+    found = {
+        f"climstack/{name}": tree
+        for name, tree in modules().items()
+        if name.split("/")[0] != "spack"
+    }
+    for folder in ("tests", "benchmarks"):
+        for path in sorted((PROJECT_ROOT / folder).rglob("*.py")):
+            found[str(path.relative_to(PROJECT_ROOT))] = ast.parse(path.read_text())
+    return found
+
+
+def test_only_the_gateway_starts_spack_python():
+    """Scripts run in Spack's Python through Spack.python (climstack/spack/scripts/, or the
+    tests' own by path), which parses their JSON: never `run("python", ...)` elsewhere."""
+    found = [
+        f"{name}:{node.lineno}"
+        for name, tree in python_sources().items()
+        for node in ast.walk(tree)
+        if starts_spack_python(node)
+    ]
+    assert not found, f"use climstack.spack.Spack.python in: {', '.join(found)}"
+
+
+def test_the_check_for_spack_python_sees_every_way_of_passing_it():
+    def calls(source: str) -> bool:
+        return any(starts_spack_python(node) for node in ast.walk(ast.parse(source)))
+
+    assert calls('spack.run("python", "-c", code)')
+    assert calls('a.run(*GPG, "python", str(script), env=e)')
+    assert calls('run_spack("-C", scope, "python", script)')
+    assert calls('centre.stream(*["-c", x, "python", s])')
+    assert calls('process.run([str(SPACK), "python", script], "what")')
+    assert calls('command = [*GPG, *options, "python", str(script)]')
+    assert not calls('process.run(["python3", "-m", "x"], "what")')
+    assert not calls('process.run(["python", "-m", "x"], "what")')  # not Spack's subcommand
+    assert not calls('spack.DEFAULT.python("x.py", "python")')
