@@ -24,6 +24,7 @@ from pathlib import Path
 import yaml
 
 from climstack import pins
+from climstack.spack import DEFAULT
 from climstack.stack import environments, lock_cache
 
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
@@ -64,7 +65,7 @@ def main() -> None:
     )
     print(f"setup (warm cache): {seconds:.1f} s  (goal <= 10 s)")
     # what every Spack command pays first: the bytecode bin/setup writes saves ~0.9 s of it
-    spack = [str(pins.PROJECT_ROOT / "bin" / "spack"), "--version"]
+    spack = DEFAULT.command("--version")
     seconds = median_of(5, lambda: subprocess.run(spack, check=True, capture_output=True))
     print(f"a Spack process starting (spack --version, median of 5): {seconds:.2f} s")
     print(f"{'environment':<20} {'cold':>8} {'warm':>8}   goals: cold <= 45 s, warm <= 5 s")

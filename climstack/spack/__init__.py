@@ -114,9 +114,8 @@ class Spack:
     ) -> process.CompletedProcess:
         """Run a long Spack command, echoing its progress lines as they come."""
         argv = self.command(*args, env=env)
-        what = f"`spack {' '.join(argv[1:])}`"
-        env_vars = self.environ(environ)
-        return process.stream(argv, what, timeout=timeout, env=env_vars, keep=is_progress)
+        what, variables = f"`spack {' '.join(argv[1:])}`", self.environ(environ)
+        return process.stream(argv, what, timeout=timeout, env=variables, keep=is_progress)
 
     def python(
         self,
