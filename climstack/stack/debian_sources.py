@@ -3,13 +3,19 @@
 apt runs with its own state under cache_dir()/debian-src (no root, /etc/apt untouched);
 the deb-src entries are derived from the host's own `deb` entries (same mirror and keys).
 Debian's Sources indexes list each file's sha256, so matching a Spack recipe's checksum
-needs no download (climstack.stack.source_mirror does the matching).
+needs no download (climstack.stack.source_mirror does the matching). Indexes and deb822
+`.sources` files are read and written with python-debian's deb822; the one-line
+`sources.list` format, which python-debian does not read, by ONE_LINE.
 """
 
+import functools
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+
+from debian.deb822 import Deb822, Sources
 
 from climstack.common import process
 from climstack.errors import ClimstackError
@@ -69,16 +75,14 @@ class DebianSources:
                 fields["Signed-By"] = signed_by
             if trusted:  # a local, unsigned archive the host already trusts
                 fields["Trusted"] = trusted
-            entries.append("\n".join(f"{key}: {value}" for key, value in fields.items()))
+            entries.append(Deb822(fields).dump())
         if not entries:
             raise ClimstackError(
                 f"no `deb` entries in {' or '.join(map(str, APT_SOURCES))}",
                 fix="configure the Debian archive (or a mirror of it) in apt",
             )
         self.sources_file.parent.mkdir(parents=True, exist_ok=True)
-        self.sources_file.write_text(
-            "# written by climstack source-mirror\n" + "\n\n".join(entries) + "\n"
-        )
+        self.sources_file.write_text("# written by climstack source-mirror\n" + "\n".join(entries))
         for sub in ("lists/partial", "cache/archives/partial"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         return self.sources_file
@@ -87,28 +91,17 @@ class DebianSources:
         self.write_sources()
         self._apt("update")
 
-    def index(self) -> dict[str, tuple[str, str, str]]:
+    def index(self) -> "SourcesIndex":
         """sha256 -> (source package, version, file name), over every Sources index."""
         files = self._apt("indextargets", "--format", "$(FILENAME)", "Identifier: Sources").split()
-        found: dict[str, tuple[str, str, str]] = {}
-        for name in files:
-            text = process.run(
-                ["/usr/lib/apt/apt-helper", "cat-file", name], f"reading the apt index {name}"
-            ).stdout
-            for stanza in text.split("\n\n"):
-                package = version = None
-                in_sums = False
-                for line in stanza.splitlines():
-                    if line.startswith("Package: "):
-                        package = line[9:]
-                    elif line.startswith("Version: "):
-                        version = line[9:]
-                    elif not line.startswith(" "):
-                        in_sums = line.startswith("Checksums-Sha256:")
-                    elif in_sums:
-                        sha, _size, filename = line.split()
-                        found.setdefault(sha, (package, version, filename))
-        return found
+        return SourcesIndex(
+            [
+                process.run(
+                    ["/usr/lib/apt/apt-helper", "cat-file", name], f"reading the apt index {name}"
+                ).stdout
+                for name in files
+            ]
+        )
 
     def download(self, package: str, version: str, filename: str, sha256: str, into: Path) -> Path:
         """One file of a source package: `apt-get source --print-uris PACKAGE=VERSION` says
@@ -160,6 +153,51 @@ class DebianSources:
         return target
 
 
+class SourcesIndex(Mapping):
+    """sha256 -> (source package, version, file name) of the Checksums-Sha256 of Sources
+    indexes (the first index naming it wins), read by deb822. A lookup parses only the
+    stanzas whose text holds the sha256: deb822 takes half a minute over all of Debian's."""
+
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+
+    def __getitem__(self, sha256: str) -> tuple[str, str, str]:
+        for text in self.texts:
+            at = text.find(sha256) if sha256 else -1
+            while at >= 0:
+                start, end = text.rfind("\n\n", 0, at) + 1, text.find("\n\n", at)
+                end = len(text) if end < 0 else end
+                found = _checksums(text[start:end]).get(sha256)
+                if found:
+                    return found
+                at = text.find(sha256, end)
+        raise KeyError(sha256)
+
+    @functools.cached_property
+    def _all(self) -> dict[str, tuple[str, str, str]]:
+        found: dict[str, tuple[str, str, str]] = {}
+        for text in self.texts:
+            for sha256, entry in _checksums(text).items():
+                found.setdefault(sha256, entry)
+        return found
+
+    def __iter__(self):
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+
+def _checksums(text: str) -> dict[str, tuple[str, str, str]]:
+    """sha256 -> (source package, version, file name) of the stanzas of a Sources index."""
+    found: dict[str, tuple[str, str, str]] = {}
+    for source in Sources.iter_paragraphs(text.splitlines(), use_apt_pkg=False):
+        for file in source.get("Checksums-Sha256") or []:
+            entry = (source.get("Package"), source.get("Version"), file["name"])
+            found.setdefault(file["sha256"], entry)
+    return found
+
+
 def host_deb_entries() -> list[tuple[str, str, str, str, str]]:
     """(URIs, Suites, Components, Signed-By, Trusted) of each `deb` entry in the host's apt
     sources."""
@@ -174,13 +212,7 @@ def host_deb_entries() -> list[tuple[str, str, str, str, str]]:
             continue
         text = path.read_text()
         if path.suffix == ".sources":
-            for stanza in text.split("\n\n"):
-                fields = dict(
-                    line.split(":", 1)
-                    for line in stanza.splitlines()
-                    if ":" in line and not line.startswith(("#", " "))
-                )
-                fields = {k.strip(): v.strip() for k, v in fields.items()}
+            for fields in Deb822.iter_paragraphs(text.splitlines()):
                 enabled = fields.get("Enabled", "yes") != "no"
                 if "deb" in fields.get("Types", "").split() and enabled:
                     entries.append(
