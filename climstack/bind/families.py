@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from climstack.bind import elf, loader
+from climstack.common import versions
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 
@@ -120,12 +121,11 @@ def reflavour(prefix: str, flavour: str, view: loader.View) -> str:
         tried.append(f"{base}/{directory}/*")
         found = view.resolve(f"{base}/{directory}")
         if found and found[1].is_dir():
-            versions = sorted(
-                (p.name for p in found[1].iterdir() if p.is_dir()),
-                key=lambda v: [int(x) for x in re.findall(r"\d+", v)],
+            builds = sorted(
+                (p.name for p in found[1].iterdir() if p.is_dir()), key=versions.sort_key
             )
-            if versions:
-                return f"{base}/{directory}/{versions[-1]}"
+            if builds:
+                return f"{base}/{directory}/{builds[-1]}"
     raise ClimstackError(
         f"no {flavour} build beside {prefix}: looked in {', '.join(tried)}",
         fix=f"load the PrgEnv-{flavour} modules, or pass the build's prefix with --with",

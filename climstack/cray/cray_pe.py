@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack import inputs
+from climstack.common.versions import sort_key
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 
@@ -52,10 +53,6 @@ MODULERC_DEFAULT = re.compile(
 )
 
 
-def version_key(version: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.\-_]", version))
-
-
 class CrayPe:
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -83,7 +80,7 @@ class CrayPe:
             if (base.is_dir())
             else []
         )
-        return sorted(names, key=version_key)
+        return sorted(names, key=sort_key)
 
     # -- the module system ------------------------------------------------------------
     def _module_dirs(self, module: str) -> list[Path]:
@@ -148,7 +145,7 @@ class CrayPe:
             if (base.is_dir())
             else []
         )
-        return sorted(names, key=version_key)
+        return sorted(names, key=sort_key)
 
     def default_cpe(self) -> tuple[str, str] | None:
         """The CPE release `module load cpe` gives, else /opt/cray/pe/cpe/default."""
@@ -272,4 +269,4 @@ def common_release(externals: dict[str, str]) -> list[str]:
     scope mixes releases (or pins a version no release has)."""
     found = releases_of(externals)
     common = set.intersection(*map(set, found.values())) if found else set()
-    return sorted(common, key=version_key)
+    return sorted(common, key=sort_key)

@@ -12,8 +12,9 @@ from pathlib import Path
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedSeq
 
+from climstack.common import versions
 from climstack.cray import mpich_base
-from climstack.cray.cray_pe import COMPONENTS, Component, CrayPe, common_release, version_key
+from climstack.cray.cray_pe import COMPONENTS, Component, CrayPe, common_release
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 
@@ -93,7 +94,7 @@ def _compare(finding: Finding, pe: CrayPe) -> None:
     if not pinned[:1].isdigit():  # e.g. /opt/cray/xpmem/default: no version to compare
         return
     installed = pe.installed(component)
-    newer = [v for v in installed if version_key(v) > version_key(pinned)]
+    newer = [v for v in installed if versions.sort_key(v) > versions.sort_key(pinned)]
     default = pe.module_default(component.module)
     if default is None:
         finding.notes.append(pe.unknown_default(component.module))
@@ -135,7 +136,7 @@ def _bases(f: Finding) -> tuple[str, str]:
 
 
 def _series(version: str) -> str:
-    return ".".join(map(str, mpich_base.version_tuple(version)[:2]))
+    return ".".join(map(str, versions.release(version)[:2]))
 
 
 def project_of(site: sites.Site) -> Path:

@@ -7,8 +7,7 @@ container's MPICH major.minor must not be newer than the Cray MPICH base's major
 Symbol-level proof for a concrete pair of libraries is `climstack verify`'s job.
 """
 
-import re
-
+from climstack.common.versions import release
 from climstack.errors import ClimstackError
 
 #: (first, last) cray-mpich versions -> ANL MPICH base, with the public source of each claim
@@ -42,24 +41,11 @@ CRAY_MPICH_BASES = (
 )
 
 
-def version_tuple(version: str) -> tuple[int, ...]:
-    """Numeric parts of a version; '3.4a2' -> (3, 4), '8.1.23' -> (8, 1, 23)."""
-    parts = []
-    for piece in version.split("."):
-        match = re.match(r"\d+", piece)
-        if not match:
-            break
-        parts.append(int(match.group()))
-        if match.group() != piece:  # alpha/beta/rc suffix ends the numeric part
-            break
-    return tuple(parts)
-
-
 def base_of(cray_mpich: str) -> tuple[str, str]:
     """(MPICH base, source) of a cray-mpich version."""
-    wanted = version_tuple(cray_mpich)
+    wanted = release(cray_mpich)
     for first, last, base, source in CRAY_MPICH_BASES:
-        if version_tuple(first) <= wanted <= version_tuple(last):
+        if release(first) <= wanted <= release(last):
             return base, source
     raise ClimstackError(
         f"no known ANL MPICH base for cray-mpich {cray_mpich}",
@@ -70,8 +56,8 @@ def base_of(cray_mpich: str) -> tuple[str, str]:
 def check_container_mpich(container_mpich: str, cray_mpich: str, where: str) -> None:
     """Refuse a container MPICH newer (major.minor) than the Cray MPICH base."""
     base, _ = base_of(cray_mpich)
-    series = ".".join(map(str, version_tuple(base)[:2]))
-    if version_tuple(container_mpich)[:2] > version_tuple(base)[:2]:
+    series = ".".join(map(str, release(base)[:2]))
+    if release(container_mpich)[:2] > release(base)[:2]:
         raise ClimstackError(
             f"{where}: MPICH {container_mpich} is newer than ANL MPICH {base}, the base of the "
             f"site's cray-mpich {cray_mpich}; applications built against it may call MPI "
