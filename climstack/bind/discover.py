@@ -112,7 +112,7 @@ def find_fabric(view: loader.View, site: sites.Site | None, prefix: str | None) 
             "fabric mode needs the host's libfabric",
             fix="add a libfabric external to the site scope or pass " "--fabric-prefix",
         )
-    for sub in ("lib64", "lib", ""):
+    for sub in ("lib64", "lib", "lib/x86_64-linux-gnu", ""):  # Cray, others, Debian
         candidate = f"{prefix.rstrip('/')}/{sub}/libfabric.so.1".replace("//", "/")
         if view.resolve(candidate):
             return candidate
