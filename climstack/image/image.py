@@ -24,7 +24,7 @@ from climstack import pins
 from climstack import spack as gateway
 from climstack.common import cache, process, progress, stamp
 from climstack.errors import ClimstackError
-from climstack.stack import bench_sources, containers, environments
+from climstack.stack import bench_sources, containers, environments, recipes
 
 BASE_PACKAGES = (
     "build-essential",
@@ -116,8 +116,7 @@ def add_wheel_mpich(root: Path) -> None:
 
 def recipe_files(recipe_text: str) -> list[tuple[str, str]]:
     """(source, destination) of the recipe's build-stage %files section."""
-    lines = recipe_text.split("\n%files\n", 1)[1].split("\n\n", 1)[0].splitlines()
-    return [tuple(line.split()) for line in lines if line.strip()]
+    return recipes.files(recipe_text)
 
 
 def slice_manifest(recipe_text: str) -> str:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from climstack.common import cache, process, progress, stamp
 from climstack.errors import ClimstackError
-from climstack.image import build_args, image
+from climstack.image import image
 from climstack.launch.runtimes import apptainer
-from climstack.stack import containers, environments
+from climstack.stack import containers, environments, recipes
 
 #: %post lines of the final stage that install OS packages
 OS_PACKAGE_LINE = re.compile(r"DEBIAN_FRONTEND|apt-get|/var/lib/apt/lists")
@@ -35,27 +35,16 @@ def squash(directory: Path, output: Path) -> Path:
     return output
 
 
-def final_stage(recipe_text: str) -> dict[str, str]:
-    """The recipe's final stage, section name -> body (the header under "")."""
-    sections, name = {"": ""}, ""
-    for line in build_args.stages(recipe_text)[-1].splitlines(keepends=True):
-        heading = re.match(r"^%(\S+)", line)
-        if heading:
-            name = heading.group(1)
-            sections[name] = ""
-        else:
-            sections[name] += line
-    return sections
-
-
 def definition(recipe_text: str, squashed: str) -> str:
-    stage = final_stage(recipe_text)
-    stage["post"] = "".join(
-        line
-        for line in stage["post"].splitlines(keepends=True)
-        if not OS_PACKAGE_LINE.search(line)
-    )
-    body = "".join(f"%{name}\n{stage[name].strip(chr(10))}\n\n" for name in KEPT if name in stage)
+    """The recipe's final stage from the image `squashed`: its KEPT sections, %post without
+    the lines that install OS packages."""
+    final = recipes.stages(recipe_text)[-1]
+    body = ""
+    for section in filter(None, map(final.section, KEPT)):
+        lines = section.body.splitlines(keepends=True)
+        if section.name == "post":
+            lines = [line for line in lines if not OS_PACKAGE_LINE.search(line)]
+        body += f"%{section.name}\n{''.join(lines).strip(chr(10))}\n\n"
     return f"Bootstrap: localimage\nFrom: {squashed}\n\n{body}"
 
 

@@ -17,7 +17,7 @@ from climstack.cray import mpich_base
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.pins import PROJECT_ROOT
-from climstack.stack import environments
+from climstack.stack import environments, recipes
 
 RECIPE = "app.def"
 SITE_LABEL = "org.climstack.target-site"
@@ -67,12 +67,13 @@ def recipe(env_dir: Path) -> str:
 
 
 def embedded_manifest(recipe_text: str) -> str:
-    """The spack.yaml that the recipe writes into the image."""
-    try:
-        body = recipe_text.split(f"<< '{MANIFEST_MARKER}'", 1)[1].split("\n", 1)[1]
-        return body.split(f"\n{MANIFEST_MARKER}", 1)[0]
-    except IndexError as err:
-        raise ClimstackError("recipe embeds no spack.yaml (template changed?)") from err
+    """The spack.yaml that the recipe writes into the image (a here-document of %post)."""
+    for stage in recipes.stages(recipe_text):
+        post = stage.section("post")
+        manifest = post and recipes.heredoc(post.body, MANIFEST_MARKER)
+        if manifest is not None:
+            return manifest
+    raise ClimstackError("recipe embeds no spack.yaml (template changed?)")
 
 
 def check_mpi(env_dir: Path) -> dict:
