@@ -1,6 +1,7 @@
 """climstack.common.versions (packaging.version, tolerant of Cray's versions) orders every
 version the site scopes and the tests use exactly as the three hand-written comparisons it
-replaced did (cray_pe.version_key, mpich_base.version_tuple, families' compiler order)."""
+replaced did (cray_pe.version_key, mpich_base.version_tuple, families' compiler order); the
+version a site's external spec names is read by Spack's spec parser."""
 
 import functools
 import itertools
@@ -13,6 +14,7 @@ from test_host_trees import CPE_RELEASES, ODD_VERSIONS
 
 from climstack.common import versions
 from climstack.cray import mpich_base
+from climstack.inputs import sites
 
 SUPPORT = PROJECT_ROOT / "tests" / "support"
 
@@ -103,3 +105,17 @@ def test_packaging_reads_what_it_can():
     assert versions.sort_key("23.09") == versions.sort_key("23.9")  # PEP 440 normalises
     assert versions.sort_key("default") < versions.sort_key("0") < versions.sort_key("0.1")
     assert versions.sort_key("8.1.27") < versions.sort_key("8.1.27.rc1")  # as before
+
+
+def test_spack_reads_the_version_of_a_spec():
+    specs = (
+        "cray-mpich@8.1.27 ~wrappers os=sles15",
+        "perl@5.26.1~cpanm+shared+threads os=sles15",
+        "libfabric@1.12.1.2.2.0.0 os=sles15",
+        "xpmem@=2.6.2-2.5_2.22",
+        "mpich@3.4:3.4.99",
+        "slurm os=sles15",
+    )
+    assert sites.spec_versions(*specs) == dict(
+        zip(specs, ("8.1.27", "5.26.1", "1.12.1.2.2.0.0", "2.6.2-2.5_2.22", None, None))
+    )

@@ -95,10 +95,16 @@ class Site:
         return None
 
     def external_version(self, package: str) -> str | None:
+        """The version the spec of the package's first external names (Spack's parser)."""
         for external in self.externals(package):
-            return (
-                external["spec"].split("@", 1)[1].split()[0] if "@" in external["spec"] else None
-            )
+            try:
+                return spec_versions(external["spec"])[external["spec"]]
+            except spack.ScriptFailed as err:
+                raise ClimstackError(
+                    f"site {self.name} ({self.path}): Spack cannot parse the {package} "
+                    f"external's spec {external['spec']!r}: {' '.join(err.output.split())[-600:]}",
+                    fix="correct that spec in the site scope",
+                ) from err
         return None
 
     def runtime_library_dirs(self) -> list[str]:
@@ -106,6 +112,15 @@ class Site:
         live in packages.yaml only."""
         prefixes = [self.external_prefix(name) for name in RUNTIME_EXTERNALS]
         return [f"{prefix}/{lib}" for prefix in prefixes if prefix for lib in ("lib", "lib64")]
+
+
+@functools.cache
+def spec_versions(*specs: str) -> dict[str, str | None]:
+    """{spec: the version it names, None for none or a range}, read by Spack's spec parser
+    in one Spack process (a spec without `@` names none: no process)."""
+    asked = [spec for spec in specs if "@" in spec]
+    found = spack.DEFAULT.python("spec_versions.py", *asked) if asked else {}
+    return {spec: found.get(spec) for spec in specs}
 
 
 @functools.cache
