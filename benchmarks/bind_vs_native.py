@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from climstack.bind import plan as plans
-from climstack.launch.runtimes import charliecloud
+from climstack.launch import runtimes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 from support import programs as helpers  # noqa: E402
@@ -64,10 +64,17 @@ def main(repeat: int = 5) -> None:
         native = [*launcher, str(helpers.impi().bin / "IMB-MPI1"), *IMB]
         contained = [
             *launcher,
-            *charliecloud.exec_args(plan, str(image), ["/opt/probe/bin/IMB-MPI1", *IMB]),
+            *runtimes.get("charliecloud").exec_args(
+                plan, str(image), ["/opt/probe/bin/IMB-MPI1", *IMB]
+            ),
         ]
         probe = subprocess.run(
-            [*launcher, *charliecloud.exec_args(plan, str(image), ["/opt/probe/bin/mpi-probe"])],
+            [
+                *launcher,
+                *runtimes.get("charliecloud").exec_args(
+                    plan, str(image), ["/opt/probe/bin/mpi-probe"]
+                ),
+            ],
             capture_output=True,
             text=True,
             env=env,

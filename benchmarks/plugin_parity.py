@@ -23,7 +23,7 @@ from bind_vs_native import run
 from climstack.bind import plan as plans
 from climstack.bind import plugins
 from climstack.check import parity
-from climstack.launch.runtimes import charliecloud
+from climstack.launch import runtimes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 from support import programs as helpers  # noqa: E402
@@ -83,7 +83,9 @@ def lost_provider_cost(image: Path, tmp: Path, repeat: int) -> None:
     def contained(p):
         return [
             *launcher,
-            *charliecloud.exec_args(p, str(image), ["/opt/probe/bin/IMB-MPI1", *IMB]),
+            *runtimes.get("charliecloud").exec_args(
+                p, str(image), ["/opt/probe/bin/IMB-MPI1", *IMB]
+            ),
         ]
 
     runs = {

@@ -18,11 +18,12 @@ from climstack.bind import plan as plans
 from climstack.check import container_smoke, parity
 from climstack.image import image as images
 from climstack.image import sif
-from climstack.launch import sid_apptainer
+from climstack.launch import runtimes, sid_apptainer
 from climstack.launch.runtimes import apptainer
 
 PROBE = "/opt/probe/bin/mpi-probe"
 APPTAINER = apptainer.on_this_machine()
+RUNTIME = runtimes.get("apptainer")
 #: the wheel MPIs live under $HOME (the user cache), where Apptainer mounts the home
 #: directory itself: binding into it fails ("mkdir /.cache: read-only file system")
 NO_HOME = {"APPTAINER_NO_HOME": "1"}
@@ -102,7 +103,7 @@ def test_args_format_runs_under_apptainer(host, image, tmp_path):
 
 def test_rpath_build_keeps_its_own_mpi_under_apptainer(image, tmp_path):
     plan = plans.write(plans.make_plan("local", environ={}, runtime="apptainer"), tmp_path)
-    argv = apptainer.exec_args(plan, str(image), ["/opt/probe/bin/mpi-probe-rpath"])
+    argv = RUNTIME.exec_args(plan, str(image), ["/opt/probe/bin/mpi-probe-rpath"])
     proc = launch(helpers.debian_mpich(), argv, ranks=1)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "library: MPICH Version:      5.0.2" in proc.stdout
@@ -113,7 +114,7 @@ def test_hybrid_mode_keeps_the_images_mpi_under_apptainer(image, tmp_path):
     plan = plans.write(
         plans.make_plan("local", mode="hybrid", environ={}, runtime="apptainer"), tmp_path
     )
-    proc = launch(helpers.debian_mpich(), apptainer.exec_args(plan, str(image), [PROBE]))
+    proc = launch(helpers.debian_mpich(), RUNTIME.exec_args(plan, str(image), [PROBE]))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "library: MPICH Version:      5.0.2" in proc.stdout and "ranks: 2" in proc.stdout
 
@@ -124,7 +125,7 @@ def test_fabric_mode_under_apptainer_loads_the_hosts_libfabric(image, tmp_path):
         "local", mode="fabric", fabric_prefix=str(host_fabric), environ={}, runtime="apptainer"
     )
     plan = plans.write(made, tmp_path)
-    argv = apptainer.exec_args(plan, str(image), ["env", "LD_DEBUG=libs", PROBE])
+    argv = RUNTIME.exec_args(plan, str(image), ["env", "LD_DEBUG=libs", PROBE])
     proc = subprocess.run(
         argv, capture_output=True, text=True, timeout=300, env={**os.environ, **NO_HOME}
     )
@@ -301,7 +302,7 @@ def test_hosts_netcdf_and_hdf5_under_apptainer(tmp_path):
     )
     plan = plans.write(made, tmp_path / "plan")
     writer = "/opt/probe/bin/nc-writer"
-    run = launch(helpers.debian_mpich(), apptainer.exec_args(plan, str(image), [writer]))
+    run = launch(helpers.debian_mpich(), RUNTIME.exec_args(plan, str(image), [writer]))
     assert run.returncode == 0, run.stderr[-2000:]
     assert "ranks: 2" in run.stdout
     host = "/opt/climstack/host/usr/lib/x86_64-linux-gnu"

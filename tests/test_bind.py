@@ -18,7 +18,7 @@ from climstack.bind import discover, loader
 from climstack.bind import plan as plans
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
-from climstack.launch.runtimes import charliecloud
+from climstack.launch import runtimes
 from climstack.stack import containers
 
 # --- discovery on a synthetic Cray PE tree, and bad input --------------------------------
@@ -195,9 +195,9 @@ def test_exec_names_missing_mount_points_in_a_charliecloud_image(tmp_path):
     (image / "opt").mkdir(parents=True)
     plan = plans.write(plans.make_plan("local", environ={}), tmp_path / "plan")
     with pytest.raises(ClimstackError, match="lacks the mount points .*/opt/climstack/bind/lib"):
-        charliecloud.check_image(plan, image)
+        runtimes.get("charliecloud").check_image(plan, image)
     plans.prepare_image(plan, image)
-    charliecloud.check_image(plan, image)
+    runtimes.get("charliecloud").check_image(plan, image)
 
 
 # --- the site's externals come from Spack's merged configuration ---------------------------

@@ -15,9 +15,11 @@ from climstack import pins
 from climstack.bind import loader
 from climstack.bind import plan as plans
 from climstack.check import verify
-from climstack.launch.runtimes import apptainer, charliecloud
+from climstack.launch import runtimes
+from climstack.launch.runtimes import apptainer
 
 PROBE = "/opt/probe/bin/mpi-probe"
+CHARLIECLOUD, APPTAINER = runtimes.get("charliecloud"), runtimes.get("apptainer")
 
 
 def ready(plan: plans.Plan, image: Path, directory: Path) -> plans.Plan:
@@ -27,7 +29,7 @@ def ready(plan: plans.Plan, image: Path, directory: Path) -> plans.Plan:
 
 
 def run(plan, image, command, launcher=(), env=None):
-    argv = [*launcher, *charliecloud.exec_args(plan, str(image), command)]
+    argv = [*launcher, *CHARLIECLOUD.exec_args(plan, str(image), command)]
     return subprocess.run(
         argv,
         capture_output=True,
@@ -60,7 +62,7 @@ def test_debian_mpich_plan_binds_closure_at_side_path_with_soname_aliases(tmp_pa
 
 def test_renderers_for_apptainer_and_charliecloud(tmp_path):
     plan = plans.write(plans.make_plan("local", environ={}), tmp_path)
-    exports = apptainer.exports(plan)
+    exports = APPTAINER.exports(plan)
     for name in (
         "APPTAINER_BIND",
         "SINGULARITY_BIND",
@@ -69,11 +71,11 @@ def test_renderers_for_apptainer_and_charliecloud(tmp_path):
         "APPTAINERENV_UCX_POSIX_USE_PROC_LINK",
     ):
         assert f"export {name}=" in exports
-    args = apptainer.exec_args(plan, "app.sif", ["prog"])
+    args = APPTAINER.exec_args(plan, "app.sif", ["prog"])
     assert args[:2] == [apptainer.on_this_machine(), "exec"] and args[-2:] == ["app.sif", "prog"]
     assert "-B" in args
     assert f"--env LD_LIBRARY_PATH={plans.LINKS_DIR}" in " ".join(args)
-    ch = charliecloud.exec_args(plan, "/img", ["prog"])
+    ch = CHARLIECLOUD.exec_args(plan, "/img", ["prog"])
     assert f"--set-env=LD_LIBRARY_PATH={plans.LINKS_DIR}" in ch and ch[-3:] == [
         "/img",
         "--",

@@ -15,8 +15,9 @@ from climstack.bench import collect, jobs, modes, records, report, runner
 from climstack.check import container_smoke
 from climstack.common import progress
 from climstack.errors import ClimstackError
-from climstack.image import image, sif
+from climstack.image import image
 from climstack.inputs import sites
+from climstack.launch import launchers, runtimes
 from climstack.stack import bench_sources, environments
 
 #: the container environment whose image the container modes run (`climstack image`)
@@ -54,14 +55,13 @@ def mode_names(args) -> list[str]:
 def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
     """The modes asked for (--modes), the container ones on `climstack image`'s image."""
     names = mode_names(args)
-    launcher = [container_smoke.launcher(), "-n", str(args.ranks)]
+    launcher = launchers.get("mpiexec").argv(args.ranks)
     chosen = [modes.native(launcher, prefixes)] if "native" in names else []
     if set(names) & set(modes.CONTAINER_MODES):
         image_dir = image.build(IMAGE, args.image or image.default_destination(IMAGE))
-        target = None
-        if args.runtime == "apptainer":
-            target = str(sif.build(IMAGE, image_dir.with_suffix(".sif"), image_dir))
-        env = {**os.environ, "USER": os.environ.get("USER") or "root", "APPTAINER_NO_HOME": "1"}
+        target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
+        no_home = runtimes.get(args.runtime).env(home=False)
+        env = {**os.environ, "USER": os.environ.get("USER") or "root", **no_home}
         for name in (n for n in modes.CONTAINER_MODES if n in names):
             chosen.append(
                 modes.container(
@@ -133,7 +133,7 @@ def register(commands) -> None:
     local.add_argument(
         "--modes", help=f"comma-separated, from {','.join(modes.MODES)} (default: all)"
     )
-    local.add_argument("--runtime", choices=("charliecloud", "apptainer"), default="charliecloud")
+    local.add_argument("--runtime", choices=runtimes.LOCAL, default="charliecloud")
     local.add_argument("--image", type=Path, help=f"image directory of {IMAGE}")
     local.add_argument(
         "--fabric-prefix",

@@ -21,7 +21,7 @@ from climstack.common import atomic
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.jobs import slurm
-from climstack.launch import runtimes
+from climstack.launch import launch, runtimes
 from climstack.stack import environments
 
 #: plan name -> (mode, host families, PrgEnv flavour)
@@ -112,14 +112,14 @@ def script(site, comparison, plans, image_path: str, repeats: int, reasons: dict
             f"nodes={comparison.nodes} site={site} repeat=$repeat"
         )
         command = program(benchmark, mode, comparison.ranks, comparison.arguments)
-        srun = f"srun {slurm.srun_options(site, component)} "
         if mode == "native":
-            before, step = [], srun + " ".join(command)
+            before, step = [], f"srun {slurm.srun_options(site, component)} " + " ".join(command)
             header += " runtime=none"
         else:
             made = plans["bind" if mode == "bind-noxpmem" else mode]
-            before, rank = runtimes.get(made.runtime).job_lines(made, image_path, command)
-            step = srun + rank
+            shape = [(component.ntasks, component.nodes, command)]
+            runtime = runtimes.get(made.runtime)
+            before, step = launch.job_step(made, runtime, slurm.srun(site), image_path, shape)
             header += f" runtime={made.runtime}"
         failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode} reason="
         lines += [f'  echo "{header}"', "  ("]

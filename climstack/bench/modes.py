@@ -18,7 +18,7 @@ from climstack.bench.records import MODES
 from climstack.bind import loader, plan
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
-from climstack.launch import runtimes
+from climstack.launch import launch, launchers, runtimes
 
 CONTAINER_MODES = MODES[1:]
 
@@ -65,21 +65,20 @@ def container(
     """Mode `name` of CONTAINER_MODES on `image_dir` (`climstack image`; `target`: the SIF
     Apptainer runs, made from it), with the local site's plan for the mode."""
     plan_mode = "bind" if name.startswith("bind") else name
+    chosen = runtimes.get(runtime)
     try:
         made = plan.make_plan(
             "local", plan_mode, loader.View(), runtime=runtime, fabric_prefix=fabric_prefix
         )
         made = plan.write(made, plan.default_directory(made))
-        if runtime == "charliecloud":
-            plan.prepare_image(made, image_dir)
+        chosen.prepare_image(made, image_dir)  # the mount points ch-run cannot create
     except ClimstackError as err:
         reason = f"no {plan_mode} plan: {err.message}" + (f"; fix: {err.fix}" if err.fix else "")
         return Mode(name, runtime, list, list, unavailable=reason)
-    module = runtimes.get(runtime)
-    join = {"join": ranks} if runtime == "charliecloud" else {}
+    given = launchers.given(launcher)
 
-    def wrap(program):
-        return [*launcher, *module.exec_args(made, target or str(image_dir), program, **join)]
+    def wrap(program):  # the node's ranks share one container where the runtime can
+        return launch.command(made, chosen, given, target or image_dir, program, ranks, join=ranks)
 
     def locate(benchmark):
         path = in_image(image_dir, f"{image.VIEW}/{benchmark.argv[0]}")

@@ -3,38 +3,33 @@ host as on a Cray, in bind mode (the host's MPI bound in), under Charliecloud on
 directory of `climstack image` and under Apptainer on its SIF (`climstack sif`). A run
 that does not load the host MPI from the plan's links fails."""
 
-import os
 import re
-import shutil
 from pathlib import Path
 
 from climstack import pins
 from climstack.bind import loader, plan
-from climstack.common import process, progress
+from climstack.common import progress
 from climstack.errors import ClimstackError
 from climstack.image import image, sif
-from climstack.launch import oci_images, runtimes
+from climstack.launch import launch, launchers, runtimes
 
 PROBE = f"{image.VIEW}/bin/mpi-probe"
-RUNTIMES = ("charliecloud", "apptainer")
-LAUNCHERS = ("mpiexec.mpich", "mpiexec")
+RUNTIMES = runtimes.LOCAL  # those this machine runs: charliecloud, apptainer
 
 
-def launcher() -> str:
-    found = next(filter(None, map(shutil.which, LAUNCHERS)), None)
-    if not found:
-        raise ClimstackError("no MPICH `mpiexec` on PATH", fix="apt-get install mpich (bin/setup)")
-    return found
+def target(name: str, runtime: str, image_dir: Path) -> Path:
+    """What `runtime` runs of environment `name`'s image: the image directory, or its SIF
+    (built or reused beside it)."""
+    if runtimes.get(runtime).image_format == "sif":
+        return sif.build(name, image_dir.with_suffix(".sif"), image_dir)
+    return image_dir
 
 
 def run(name: str, runtime: str, ranks: int = 2, image_dir: Path | None = None) -> str:
     """mpi-probe of environment `name`'s image (built or reused; its SIF beside it for
     Apptainer) under `runtime`, bind mode; its output."""
     image_dir = image.build(name, image_dir or image.default_destination(name))
-    target = image_dir
-    if runtime == "apptainer":
-        target = sif.build(name, image_dir.with_suffix(".sif"), image_dir)
-    return probe(runtime, target, PROBE, ranks)
+    return probe(runtime, target(name, runtime, image_dir), PROBE, ranks)
 
 
 def run_pulled(reference: str, runtime: str, ranks: int = 2, work: Path | None = None) -> str:
@@ -42,11 +37,9 @@ def run_pulled(reference: str, runtime: str, ranks: int = 2, work: Path | None =
     `runtime`'s own pull, bind mode; its output."""
     work = work or pins.cache_dir() / "pulled"
     work.mkdir(parents=True, exist_ok=True)
-    if runtime == "charliecloud":
-        image_dir = oci_images.pull_charliecloud(reference, work / "ch-image")
-        return probe(runtime, image_dir, oci_images.program(image_dir, "mpi-probe"), ranks)
-    target = oci_images.pull_apptainer(reference, work / (reference.rsplit(":", 1)[-1] + ".sif"))
-    return probe(runtime, target, "mpi-probe", ranks)  # on the PATH the image sets
+    chosen = runtimes.get(runtime)
+    pulled = chosen.pull(reference, work)
+    return probe(runtime, pulled, chosen.program_in(pulled, "mpi-probe"), ranks)
 
 
 def probe(runtime: str, target: Path, program: str, ranks: int) -> str:
@@ -54,14 +47,18 @@ def probe(runtime: str, target: Path, program: str, ranks: int) -> str:
     from the host on `ranks` ranks, with the host's MPI bound in; its output, checked."""
     made = plan.make_plan("local", "bind", loader.View(), runtime=runtime)
     made = plan.write(made, plan.default_directory(made))
-    if runtime == "charliecloud":
-        plan.prepare_image(made, target)  # ch-run cannot create mount points
-    argv = runtimes.get(runtime).exec_args(made, str(target), [program])
-    # the plan binds nothing under $HOME, where Apptainer would mount the home itself
-    env = {**os.environ, "APPTAINER_NO_HOME": "1"}
+    chosen = runtimes.get(runtime)
+    chosen.prepare_image(made, target)  # the mount points ch-run cannot create
     with progress.step(f"mpi-probe on {ranks} ranks, {runtime}, bind mode"):
-        output = process.run(
-            [launcher(), "-n", str(ranks), *argv], f"mpi-probe under {runtime}", env=env
+        output = launch.launch(
+            made,
+            chosen,
+            launchers.get("mpiexec"),
+            target,
+            [program],
+            ranks=ranks,
+            home=False,  # the plan binds nothing under $HOME
+            what=f"mpi-probe under {runtime}",
         ).stdout
     loaded = f"loaded: {plan.LINKS_DIR}/"
     if loaded not in output or f"ranks: {ranks}" not in output:

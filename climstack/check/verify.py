@@ -9,7 +9,6 @@ MPI. Then, with --run, runs it (mpi-probe) under the plan to show which MPI real
 """
 
 import json
-import os
 import re
 import shlex
 import sys
@@ -22,7 +21,7 @@ from climstack.bind.plan import LINKS_DIR, Plan
 from climstack.check import family_check
 from climstack.common import process
 from climstack.errors import ClimstackError
-from climstack.launch import runtimes, sif_image
+from climstack.launch import launch, launchers, runtimes, sif_image
 
 WATCHED = ("libmpi.so.12", "libxpmem.so.0")
 
@@ -259,11 +258,17 @@ def run_probe(
     env: dict | None = None,
 ) -> process.CompletedProcess:
     """Run `executable` inside the image under the plan, started by `launcher` (host)."""
-    runtime = runtimes.get(plan.runtime)
-    runtime.check_image(plan, image)
-    argv = [*launcher, *runtime.exec_args(plan, str(image), [executable])]
-    what = f"{executable} in {image} under {plan.runtime}"
-    return process.run(argv, what, env={**os.environ, **(env or {})}, timeout=timeout, check=False)
+    return launch.launch(
+        plan,
+        runtimes.get(plan.runtime),
+        launchers.given(launcher),
+        image,
+        [executable],
+        env=env,
+        timeout=timeout,
+        check=False,
+        what=f"{executable} in {image} under {plan.runtime}",
+    )
 
 
 def register(commands) -> None:

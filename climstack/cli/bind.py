@@ -58,11 +58,10 @@ def register(commands) -> None:
         )
         out = (args.out or plan.default_directory(made)).resolve()
         # the renderer's bind syntax is checked before anything is written
-        renderer = runtimes.get(made.runtime)
-        if args.format == "env" and not hasattr(renderer, "exports"):
-            renderer = runtimes.get("apptainer")  # Charliecloud has no variables for binds
+        runtime = runtimes.get(made.runtime)
+        renderer = runtime.exporter() if args.format == "env" else runtime
         with_links = [*made.binds, [str(out / "lib"), plan.LINKS_DIR]]
-        runtimes.check_bind_paths(dataclasses.replace(made, binds=with_links), renderer.SEPARATORS)
+        renderer.check_bind_paths(dataclasses.replace(made, binds=with_links))
         made = plan.write(made, out)
         for absent in made.absent:
             print(
@@ -79,7 +78,6 @@ def register(commands) -> None:
         elif args.format == "env":
             print(renderer.exports(made), end="")
         else:
-            runtime = runtimes.get(made.runtime)
             argv = runtime.exec_args(made, str(args.image), args.program or ["true"])
             if args.format == "args":
                 print(shlex.join(argv))

@@ -19,7 +19,7 @@ from climstack.bind.plan import Plan
 from climstack.check import parity, verify
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
-from climstack.launch import runtimes
+from climstack.launch import launch, launchers, runtimes
 from climstack.pins import PROJECT_ROOT
 
 
@@ -80,11 +80,9 @@ def script(
         f"# bind plan: site {plan.site}, mode {plan.mode}, runtime {plan.runtime}"
         + (f", host MPI {plan.mpi.get('version')}" if plan.mpi else ""),
     )
-    mpi = config["mpi"]
     if parity_native:  # on the first node, 2 ranks, the same launcher as the job
-        launcher = f"srun --mpi={mpi} --nodes=1 --ntasks=2 --overcommit" + (
-            " --het-group=0" if het else ""
-        )
+        preflight = launchers.get("srun", mpi=config["mpi"])
+        launcher = " ".join(preflight.argv(2, 1, ["--overcommit"], 0 if het else None))
         lines += [
             "# pre-flight: the container must load the network providers a native run loads",
             shlex.join(
@@ -99,13 +97,9 @@ def script(
                 ]
             ),
         ]
-    steps = []
-    for index, component in enumerate(components):
-        before, rank = runtimes.get(plan.runtime).job_lines(plan, image, component.command)
-        if index == 0:
-            lines += before
-        steps.append(srun_options(site, component, index if het else None) + " " + rank)
-    lines.append("srun " + " \\\n  : ".join(steps))
+    shapes = [(c.ntasks, c.nodes, c.command) for c in components]
+    before, step = launch.job_step(plan, runtimes.get(plan.runtime), srun(site), image, shapes)
+    lines += [*before, step]
     return "\n".join(lines) + "\n"
 
 
@@ -127,15 +121,16 @@ def preamble(site: str, components, job_name: str, export="ALL", extra=()) -> li
     ]
 
 
+def srun(site: str) -> launchers.Launcher:
+    """The site's srun: its MPI plugin, every task bound to cores."""
+    mpi = sites.get(site).bind["slurm"]["mpi"]
+    return launchers.get("srun", mpi=mpi, options=["--cpu-bind=cores"])
+
+
 def srun_options(site: str, component: Component, het_group: int | None = None) -> str:
     """The site's srun options for one component (of het group `het_group`)."""
-    options = [
-        f"--mpi={sites.get(site).bind['slurm']['mpi']}",
-        "--cpu-bind=cores",
-        f"--nodes={component.nodes}",
-        f"--ntasks={component.ntasks}",
-    ]
-    return " ".join(options + ([f"--het-group={het_group}"] if het_group is not None else []))
+    argv = srun(site).argv(component.ntasks, component.nodes, het_group=het_group)
+    return " ".join(argv[1:])
 
 
 def require_families(plan: Plan, wanted: dict) -> None:

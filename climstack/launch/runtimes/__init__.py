@@ -1,32 +1,41 @@
-"""Container runtimes, one module each (as in e4s-cl): how a bind plan becomes the
-runtime's command line, its environment exports and the lines of a job script.
+"""Container runtimes as plug-ins, one module each (as e4s-cl's cf/containers): a module
+defines a subclass of base.Runtime with its `name`; `get(name)` gives it, `NAMES` lists
+them all, `LOCAL` those this machine runs. Adding a runtime is adding a module here.
 
-Each module has NAME, SEPARATORS (characters its bind syntax cannot carry in a path),
-exec_args(plan, image, command), job_lines(plan, image, command) and check_image(plan, image).
+Modules are found in this package and in the directories of CLIMSTACK_RUNTIME_PATH
+(os.pathsep-separated: a site's own runtime, or a test's), at every look-up.
 """
 
-import importlib
+import sys
 
 from climstack.errors import ClimstackError
+from climstack.launch import plugins
+from climstack.launch.runtimes.base import Runtime
 
-NAMES = ("apptainer", "singularity", "charliecloud")
+PATH_VARIABLE = "CLIMSTACK_RUNTIME_PATH"
 
 
-def get(name: str):
-    if name not in NAMES:
+def registered() -> dict[str, type[Runtime]]:
+    """name -> runtime class, over this package and CLIMSTACK_RUNTIME_PATH."""
+    return plugins.find(sys.modules[__name__], Runtime, PATH_VARIABLE)
+
+
+def get(name: str) -> Runtime:
+    classes = registered()
+    if name not in classes:
         raise ClimstackError(
-            f"unknown container runtime {name!r}", fix=f"one of {', '.join(NAMES)}"
+            f"unknown container runtime {name!r} (--runtime, or the site's bind.yaml "
+            "`runtime:`)",
+            fix=f"one of {', '.join(classes)}, or a module for it in {__path__[0]}",
         )
-    return importlib.import_module(f"{__name__}.{name}")
+    return classes[name]()
 
 
-def check_bind_paths(plan, separators: str) -> None:
-    """Refuse paths the runtime's bind syntax cannot express."""
-    for pair in plan.binds:
-        for path in pair:
-            if any(s in path for s in separators):
-                raise ClimstackError(
-                    f"bind path {path!r} contains one of {separators!r}, "
-                    "which the runtime's bind syntax cannot express",
-                    fix="move or link it to a path without them",
-                )
+def __getattr__(attribute: str):
+    """NAMES: every runtime's name; LOCAL: those this machine runs, in their order."""
+    if attribute == "NAMES":
+        return tuple(registered())
+    if attribute == "LOCAL":
+        local = sorted((cls for cls in registered().values() if cls.local), key=lambda c: c.local)
+        return tuple(cls.name for cls in local)
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")

@@ -5,14 +5,12 @@ climstack.launch.sid_apptainer); a Cray site's own everywhere else."""
 
 import shlex
 import shutil
+from pathlib import Path
 
-from climstack.launch.runtimes import check_bind_paths
+from climstack.launch.runtimes.base import Runtime
 from climstack.pins import PROJECT_ROOT
 
-NAME = "apptainer"
-SEPARATORS = ",:"
-#: the command, and the prefixes of the variables it reads (first wins)
-PROGRAM, PREFIXES = "apptainer", ("APPTAINER", "SINGULARITY")
+PROGRAM = "apptainer"
 PROVIDED = PROJECT_ROOT / "bin" / "apptainer"
 
 
@@ -21,38 +19,54 @@ def on_this_machine() -> str:
     return PROGRAM if shutil.which(PROGRAM) else str(PROVIDED)
 
 
-def program(plan, name: str = PROGRAM) -> str:
-    """The command a plan runs: this machine's for site local, else the site's own."""
-    return on_this_machine() if name == PROGRAM and plan.site == "local" else name
+class Apptainer(Runtime):
+    name = "apptainer"
+    separators = ",:"
+    image_format = "sif"
+    local = 2
+    #: the command, and the prefixes of the variables it reads (first wins)
+    command = PROGRAM
+    prefixes = ("APPTAINER", "SINGULARITY")
 
+    def program(self, plan) -> str:
+        """The command a plan runs: this machine's for site local, else the site's own."""
+        return (
+            on_this_machine() if self.command == PROGRAM and plan.site == "local" else self.command
+        )
 
-def exports(plan, prefixes=PREFIXES) -> str:
-    """Shell exports that carry the plan to every `<runtime> exec` of a job."""
-    check_bind_paths(plan, SEPARATORS)
-    binds = ",".join(f"{src}:{dst}" for src, dst in plan.binds)
-    lines = [f"# climstack bind plan: site {plan.site}, mode {plan.mode}"]
-    for prefix in prefixes:
-        lines.append(f"export {prefix}_BIND={shlex.quote(binds)}")
+    def exports(self, plan) -> str:
+        """Shell exports that carry the plan to every `<runtime> exec` of a job."""
+        self.check_bind_paths(plan)
+        binds = ",".join(f"{src}:{dst}" for src, dst in plan.binds)
+        lines = [f"# climstack bind plan: site {plan.site}, mode {plan.mode}"]
+        for prefix in self.prefixes:
+            lines.append(f"export {prefix}_BIND={shlex.quote(binds)}")
+            for key, value in plan.runtime_env().items():
+                lines.append(f"export {prefix}ENV_{key}={shlex.quote(value)}")
+        return "\n".join(lines) + "\n"
+
+    def exec_args(self, plan, image: str, command: list[str], join: int = 0) -> list[str]:
+        """`<runtime> exec` with the binds and variables as options; one container per
+        rank (`join` is ignored)."""
+        self.check_bind_paths(plan)
+        args = [self.program(plan), "exec"]
+        for src, dst in plan.binds:
+            args += ["-B", f"{src}:{dst}"]
         for key, value in plan.runtime_env().items():
-            lines.append(f"export {prefix}ENV_{key}={shlex.quote(value)}")
-    return "\n".join(lines) + "\n"
+            args += ["--env", f"{key}={value}"]
+        return [*args, image, *command]
 
+    def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:
+        """(lines before srun, the per-rank command): the exports carry the plan."""
+        lines = self.exports(plan).splitlines()
+        return lines, shlex.join([self.program(plan), "exec", image, *command])
 
-def exec_args(plan, image: str, command: list[str], name=PROGRAM) -> list[str]:
-    check_bind_paths(plan, SEPARATORS)
-    args = [program(plan, name), "exec"]
-    for src, dst in plan.binds:
-        args += ["-B", f"{src}:{dst}"]
-    for key, value in plan.runtime_env().items():
-        args += ["--env", f"{key}={value}"]
-    return [*args, image, *command]
+    def env(self, home: bool = True) -> dict[str, str]:
+        """Without the home: the plan binds nothing under $HOME, where it would mount it."""
+        return {} if home else {f"{self.prefixes[0]}_NO_HOME": "1"}
 
+    def pull(self, reference: str, work: Path) -> Path:
+        """`apptainer pull docker://` into a SIF named after the tag."""
+        from climstack.launch import oci_images  # the registry client, only when pulling
 
-def job_lines(plan, image: str, command: list[str], name=PROGRAM, prefixes=PREFIXES):
-    """(lines before srun, the per-rank command): the exports carry the plan."""
-    lines = exports(plan, prefixes).splitlines()
-    return lines, shlex.join([program(plan, name), "exec", image, *command])
-
-
-def check_image(plan, image) -> None:
-    """Apptainer creates missing mount points itself."""
+        return oci_images.pull_apptainer(reference, work / (reference.rsplit(":", 1)[-1] + ".sif"))

@@ -1,0 +1,60 @@
+"""One way to run a program in a container under a bind plan: the host launcher starts the
+ranks, each rank runs the runtime's command in the image. `command` is the host command
+line, `launch` runs it, `job_step` writes it into a job script (the plan in the runtime's
+lines before the step, or in its command)."""
+
+import os
+from pathlib import Path
+
+from climstack.common import process
+from climstack.launch.launchers.base import Launcher
+from climstack.launch.runtimes.base import Runtime
+
+
+def command(
+    plan, runtime: Runtime, launcher: Launcher, image, argv: list[str], ranks=1, join=0
+) -> list[str]:
+    """The host command line: `argv` in `image` on `ranks` ranks; `join`: ranks of a node
+    that may share one container (where the runtime can)."""
+    return [*launcher.argv(ranks), *runtime.exec_args(plan, str(image), argv, join=join)]
+
+
+def launch(
+    plan,
+    runtime: Runtime,
+    launcher: Launcher,
+    image,
+    argv: list[str],
+    *,
+    ranks: int = 1,
+    join: int = 0,
+    home: bool = True,
+    env: dict | None = None,
+    timeout: float = 3600,
+    check: bool = True,
+    what: str = "",
+    fix: str = "",
+) -> process.CompletedProcess:
+    """Run `argv` in `image` under the plan (the image checked first); `home` False: the
+    runtime does not mount the user's home; `env`: on top of this process's."""
+    runtime.check_image(plan, Path(image))
+    return process.run(
+        command(plan, runtime, launcher, image, argv, ranks, join),
+        what or f"{argv[0]} in {image} under {runtime.name}",
+        env={**os.environ, **runtime.env(home), **launcher.env(), **(env or {})},
+        timeout=timeout,
+        check=check,
+        fix=fix,
+    )
+
+
+def job_step(plan, runtime: Runtime, launcher: Launcher, image: str, components):
+    """(lines before the step, the step) of a job script that runs every (ranks, nodes,
+    argv) of `components` in `image`: one launch, heterogeneous when there are several."""
+    het = len(components) > 1
+    before, parts = [], []
+    for index, (ranks, nodes, argv) in enumerate(components):
+        lines, rank = runtime.job_lines(plan, image, argv)
+        before += lines if index == 0 else []
+        parts.append((launcher.argv(ranks, nodes, het_group=index if het else None), rank))
+    return before, launcher.step(parts)

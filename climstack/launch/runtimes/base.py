@@ -1,0 +1,80 @@
+"""What every container runtime offers: the one type the rest of climstack talks to.
+
+A runtime module defines a subclass with a `name` (the registry, climstack.launch.runtimes,
+finds it). Code outside runtimes/ asks a runtime what it does (its attributes and methods)
+and never branches on its name.
+"""
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+from climstack.errors import ClimstackError
+
+
+class Runtime(ABC):
+    """A container runtime: how a bind plan becomes its command line, a job's lines, and
+    what it needs of an image."""
+
+    #: as --runtime, bind.yaml's `runtime:` and plan.json name it
+    name: ClassVar[str] = ""
+    #: characters its bind syntax cannot carry in a path
+    separators: ClassVar[str] = ""
+    #: what it runs: "sif" (a SIF made from the image directory) or "directory"
+    image_format: ClassVar[str] = "sif"
+    #: > 0: this machine runs it (container-smoke, bench local), in this order
+    local: ClassVar[int] = 0
+
+    def check_bind_paths(self, plan) -> None:
+        """Refuse paths the runtime's bind syntax cannot express."""
+        for pair in plan.binds:
+            for path in pair:
+                if any(s in path for s in self.separators):
+                    raise ClimstackError(
+                        f"bind path {path!r} contains one of {self.separators!r}, "
+                        "which the runtime's bind syntax cannot express",
+                        fix="move or link it to a path without them",
+                    )
+
+    @abstractmethod
+    def exec_args(self, plan, image: str, command: list[str], join: int = 0) -> list[str]:
+        """The host command that runs `command` in `image` under the plan, one rank's;
+        `join` > 0: that many ranks of a node may share one container, where the runtime
+        can (otherwise it is ignored)."""
+
+    @abstractmethod
+    def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:
+        """(lines before the job step, the per-rank command) of a job script."""
+
+    def exporter(self) -> "Runtime":
+        """The runtime whose `exports` carry this one's plan in a job's environment
+        (`climstack bind --format env`): itself, unless it has no variables for binds."""
+        return self
+
+    def exports(self, plan) -> str:
+        """Shell exports that carry the plan to every container of a job."""
+        raise ClimstackError(
+            f"{self.name} has no environment variables for binds",
+            fix="--format args (its command line) or json",
+        )
+
+    def check_image(self, plan, image: Path) -> None:
+        """Refuse an image the plan cannot run in (by default every image can)."""
+
+    def prepare_image(self, plan, image: Path) -> list[str]:
+        """Make what the runtime cannot make itself in the image (mount points); made."""
+        return []
+
+    def env(self, home: bool = True) -> dict[str, str]:
+        """Host variables its command needs; `home` False: without the user's home."""
+        return {}
+
+    def pull(self, reference: str, work: Path) -> Path:
+        """Pull an OCI image into `work` as this runtime runs it; its path."""
+        raise ClimstackError(
+            f"{self.name} cannot pull images here", fix="pull it with the site's tools"
+        )
+
+    def program_in(self, image: Path, name: str) -> str:
+        """How a command names program `name` of a pulled image (default: on its PATH)."""
+        return name
