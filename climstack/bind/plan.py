@@ -106,22 +106,35 @@ def make_plan(
         mode=mode,
         runtime=runtime or config["runtime"],
     )
-    search = [
-        *filter(None, environ.get("LD_LIBRARY_PATH", "").split(":")),
-        *config["library_path"],
-        *scope.runtime_library_dirs(),
-    ]
-
-    roots: dict[str, str] = {}  # name the application asks for -> host path (in view)
-    rules: dict[str, str] = {}  # root -> why it is bound (default: MPI)
     plan.flavour = families.requested(flavour, config, environ)
+    roots, rules = _roots(plan, scope, view, prefix, fabric_prefix, environ, with_families)
+    search = _search_path(roots, scope, environ)
+    files = _closures(plan, scope, view, roots, search)
+    lib_dirs = _outermost({PurePosixPath(lib.real).parent for lib in files.values()})
+    _close_plugins(plan, files, lib_dirs, config, environ, view, search)
+    bound = _bind_directories(plan, files, view)
+    _link_libraries(plan, files, bound, rules, config)
+    _link_plugin_dirs(plan, lib_dirs, config, view)
+    _link_plugins_beside(plan, files, bound, view)
+    if plan.links:
+        plan.library_path = [LINKS_DIR]
+    _add_site_extras(plan, config, view)
+    return plan
+
+
+def _roots(plan, scope, view, prefix, fabric_prefix, environ, with_families):
+    """(name the application asks for -> host path in `view`, or a bare name the search
+    path resolves; root -> why it is bound, when not for MPI) of the plan's mode."""
+    config = scope.bind
+    roots: dict[str, str] = {}
+    rules: dict[str, str] = {}
     mpi_prefix = ""
-    if mode == "bind":
+    if plan.mode == "bind":
         mpi = discover.discover(view, prefix, scope, environ, plan.flavour)
         plan.mpi = {"source": mpi.source, "version": mpi.version, "libraries": mpi.libraries}
         roots.update(mpi.libraries)
         mpi_prefix = mpi.prefix
-    elif mode == "fabric":
+    elif plan.mode == "fabric":
         roots["libfabric.so.1"] = discover.find_fabric(view, scope, fabric_prefix)
     chosen = {**dict.fromkeys(config["families"]), **(with_families or {})}
     for name, family_prefix in chosen.items():
@@ -132,16 +145,26 @@ def make_plan(
             rules.setdefault(link, f"{name} family")
         if warning := families.mismatch_warning(host, mpi_prefix):
             plan.warnings.append(warning)
-    for name in config[f"{mode}_libraries"]:  # site extras resolved like DT_NEEDED
+    for name in config[f"{plan.mode}_libraries"]:  # site extras resolved like DT_NEEDED
         roots.setdefault(name, name)
+    return roots, rules
 
-    # in the container the links directory comes first, so the roots' own directories are
-    # searched first here (Intel's libmpifort.so.12 finds libmpi.so.12 only that way)
-    search = [
+
+def _search_path(roots: dict[str, str], scope, environ) -> list[str]:
+    """Where bare names and the closures' needs are looked for: the roots' own directories
+    first (in the container the links directory comes first: Intel's libmpifort.so.12
+    finds libmpi.so.12 only that way), then LD_LIBRARY_PATH, bind.yaml's, the scope's."""
+    return [
         *dict.fromkeys(str(PurePosixPath(p).parent) for p in roots.values() if "/" in p),
-        *search,
+        *filter(None, environ.get("LD_LIBRARY_PATH", "").split(":")),
+        *scope.bind["library_path"],
+        *scope.runtime_library_dirs(),
     ]
-    files: dict[str, loader.Library] = {}  # link name -> library
+
+
+def _closures(plan, scope, view, roots, search) -> dict[str, loader.Library]:
+    """link name -> library, over the roots and their closures; a missing one refused."""
+    files: dict[str, loader.Library] = {}
     missing: dict[str, list[str]] = {}
     for name, path in roots.items():
         if "/" not in path:
@@ -165,39 +188,52 @@ def make_plan(
                 files[library.name] = library
     if missing:
         loader.Closure(
-            root=loader.Library(f"the {mode} plan", PurePosixPath(scope.name), None, None),
+            root=loader.Library(f"the {plan.mode} plan", PurePosixPath(scope.name), None, None),
             missing=missing,
         ).check()
+    return files
 
-    lib_dirs = _outermost({PurePosixPath(lib.real).parent for lib in files.values()})
-    _close_plugins(plan, files, lib_dirs, config, environ, view, search)
+
+def _bind_directories(plan, files, view) -> list[PurePosixPath]:
+    """Bind the outermost directories of the libraries and plugins; those directories."""
     dirs = {PurePosixPath(lib.real).parent for lib in files.values()}
     dirs |= {PurePosixPath(view.resolve(p["path"])[0]).parent for p in plan.plugins}
-    for directory in _outermost(dirs):
+    bound = _outermost(dirs)
+    for directory in bound:
         plan.binds.append([str(view.resolve(str(directory))[1]), container_path(directory)])
+    return bound
 
-    def inside(real: PurePosixPath) -> str:
-        top = next(d for d in _outermost(dirs) if d == real.parent or d in real.parents)
-        return container_path(top) + str(real)[len(str(top)) :]
 
-    for abi, names in discover.ABI_NAMES.items():  # every spelling of a provided ABI
-        if abi in files:  # library: Debian-built programs run too
+def _inside(bound: list[PurePosixPath], real: PurePosixPath) -> str:
+    """The container path of host file `real`, under the bound directory holding it."""
+    top = next(d for d in bound if d == real.parent or d in real.parents)
+    return container_path(top) + str(real)[len(str(top)) :]
+
+
+def _link_libraries(plan, files, bound, rules, config) -> None:
+    """A link per library, and per spelling of a provided ABI library (Debian-built
+    programs run too), with why each is in the plan."""
+    for abi, names in discover.ABI_NAMES.items():
+        if abi in files:
             for name in names:
                 files.setdefault(name, files[abi])
     for name, library in sorted(files.items()):
-        plan.links[name] = inside(library.real)
+        plan.links[name] = _inside(bound, library.real)
         plan.closure.append(
             {
                 "name": name,
                 "host": str(library.real),
                 "rule": rules.get(name)
                 or library.how
-                or ("bind.yaml" if name in config[f"{mode}_libraries"] else "MPI"),
+                or ("bind.yaml" if name in config[f"{plan.mode}_libraries"] else "MPI"),
                 "needed_by": sorted(set(library.needed_by)),
             }
         )
-    # plugin dirs the libraries dlopen relative to themselves ($ORIGIN/ucx, libfabric/):
-    # all beside a non-system library, only those the site lists beside a system one
+
+
+def _link_plugin_dirs(plan, lib_dirs, config, view) -> None:
+    """Plugin dirs the libraries dlopen relative to themselves ($ORIGIN/ucx, libfabric/):
+    all beside a non-system library, only those the site lists beside a system one."""
     plugin_dirs = {PurePosixPath(p) for p in config["plugin_dirs"]}
     for directory in lib_dirs:
         host = view.resolve(str(directory))[1]
@@ -207,21 +243,25 @@ def make_plan(
             )
             if wanted and sub.name not in plan.links and any(sub.glob("*.so*")):
                 plan.links[sub.name] = f"{container_path(directory)}/{sub.name}"
-    # ...and at any depth: $ORIGIN (and dladdr) of a library loaded through a link is the
-    # links directory, so what libfabric.so.1 loads from $ORIGIN/libfabric/ (MPICH) or
-    # from beside itself (Intel MPI) must be found there too
+
+
+def _link_plugins_beside(plan, files, bound, view) -> None:
+    """...and at any depth: $ORIGIN (and dladdr) of a library loaded through a link is the
+    links directory, so what libfabric.so.1 loads from $ORIGIN/libfabric/ (MPICH) or from
+    beside itself (Intel MPI) must be found there too."""
     beside = {library.real.parent for library in files.values()}
     for entry in plan.plugins:
         real = view.resolve(entry["path"])[0]
         if real.parent in beside:
-            plan.links.setdefault(real.name, inside(real))
+            plan.links.setdefault(real.name, _inside(bound, real))
         elif real.parent.parent in beside and real.parent.name not in plan.links:
-            plan.links[real.parent.name] = inside(real).rsplit("/", 1)[0]
-    if plan.links:
-        plan.library_path = [LINKS_DIR]
+            plan.links[real.parent.name] = _inside(bound, real).rsplit("/", 1)[0]
 
+
+def _add_site_extras(plan, config, view) -> None:
+    """bind.yaml's binds and devices (those absent on this host listed), and its env."""
     for extra in config["binds"]:
-        if mode not in extra.get("modes", MODES):
+        if plan.mode not in extra.get("modes", MODES):
             continue
         source, target = extra["path"], extra.get("target", extra["path"])
         found = view.resolve(source)
@@ -233,8 +273,7 @@ def make_plan(
         (plan.devices if view.resolve(device) else plan.absent).append(device)
     plan.env.update({k: str(v) for k, v in config["env"].items()})
     plan.separate_env.update({k: str(v) for k, v in config["separate_env"].items()})
-    plan.env.update({k: str(v) for k, v in config[f"{mode}_env"].items()})
-    return plan
+    plan.env.update({k: str(v) for k, v in config[f"{plan.mode}_env"].items()})
 
 
 def _close_plugins(plan, files, lib_dirs, config, environ, view, search) -> None:
