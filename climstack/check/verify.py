@@ -88,6 +88,26 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
     path = plan.library_path if plan else []
 
     report = Report(executable)
+    top, uses_mpi = _read_executable(report, executable, plain, plan)
+    own, wanted = _image_side(report, executable, top, plain)
+    planned_closure = _planned_side(report, executable, planned, path)
+    host_libs = []  # the host MPI's libraries and what they load from the plan
+    if plan and plan.mode == "bind" and uses_mpi:
+        host_libs += _host_mpi(report, plan, planned_closure, planned, wanted)
+    if plan:
+        report.families, found = family_check.check(plan, own, planned_closure)
+        report.problems += found
+        host_libs += [
+            lib
+            for lib in planned_closure.libraries.values()
+            if lib.path.parent == PurePosixPath(LINKS_DIR)
+        ]
+    _check_glibc(report, host_libs, top, plain if image else None)
+    return report
+
+
+def _read_executable(report: Report, executable: str, plain: loader.View, plan) -> tuple:
+    """(its ELF as loaded, whether it uses MPI); DT_NEEDED, RPATH and RUNPATH reported."""
     top = loader.load(executable, plain)
     report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
     uses_mpi = "libmpi.so.12" in top.info.needed or bool(top.info.mpi_imports())
@@ -98,8 +118,12 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
             f"DT_RPATH {':'.join(top.info.rpath)}: searched before LD_LIBRARY_PATH, so the "
             "image's own MPI wins over the bound host MPI (relink with --enable-new-dtags)"
         )
+    return top, uses_mpi
 
-    # what the image would load without the plan: its MPI and the MPI-using libraries
+
+def _image_side(report: Report, executable: str, top, plain: loader.View) -> tuple:
+    """(the closure the image loads without the plan, the MPI symbols it imports that the
+    image does not define); the image's MPI and the MPI-using files reported."""
     own = loader.closure(executable, plain)
     own_mpi = own.libraries.get("libmpi.so.12")
     if own_mpi and (version := elf.mpich_version(own_mpi.host)):
@@ -116,17 +140,21 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
         *(lib.info.exports for lib in own.libraries.values() if lib.real not in mpi_files)
     )  # defined by the image itself
     report.imported = len(wanted)
+    return own, wanted
 
-    # what it loads under the plan
+
+def _first_of(closure: loader.Closure, name: str):
+    """The library `closure` loads for ABI name `name` (any of its spellings), if any."""
+    names = discover.ABI_NAMES.get(name, (name,))
+    return next(filter(None, (closure.libraries.get(n) for n in names)), None)
+
+
+def _planned_side(report: Report, executable: str, planned: loader.View, path) -> loader.Closure:
+    """The closure under the plan; the loader's picks, what it misses and the symbol
+    versions the plan's libraries lack, reported."""
     planned_closure = loader.closure(executable, planned, path)
     for name in WATCHED:
-        library = next(
-            filter(
-                None,
-                (planned_closure.libraries.get(n) for n in discover.ABI_NAMES.get(name, (name,))),
-            ),
-            None,
-        )
+        library = _first_of(planned_closure, name)
         if library:
             report.picks[name] = {
                 "path": str(library.path),
@@ -138,59 +166,55 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
     report.version_missing = version_mismatches(planned_closure)
     for line in report.version_missing:
         report.problems.append(f"symbol version {line}")
+    return planned_closure
 
-    host_libs = []  # the host MPI's libraries and what they load from the plan
-    if plan and plan.mode == "bind" and uses_mpi:
-        pick = next(
-            filter(
-                None,
-                (
-                    planned_closure.libraries.get(n)  # the C library,
-                    for n in discover.ABI_NAMES["libmpi.so.12"]
-                ),
-            ),
-            None,
-        )  # any name
-        if pick is None or pick.path.parent != PurePosixPath(LINKS_DIR):
+
+def _check_all_mpi_from_host(report: Report, planned_closure: loader.Closure) -> None:
+    """The loader must pick the plan's libmpi.so.12, and every MPI library beside it."""
+    pick = _first_of(planned_closure, "libmpi.so.12")
+    if pick is None or pick.path.parent != PurePosixPath(LINKS_DIR):
+        report.problems.append(
+            "under the plan the loader picks "
+            f"{pick.path if pick else 'no libmpi.so.12'} by {pick.how if pick else '-'}, "
+            "not the host MPI"
+        )
+    for name in discover.ABI_NAMES:  # all of MPI from the host, or the ABI is mixed
+        lib = planned_closure.libraries.get(name)
+        if lib and pick and lib.path.parent != pick.path.parent:
             report.problems.append(
-                "under the plan the loader picks "
-                f"{pick.path if pick else 'no libmpi.so.12'} by {pick.how if pick else '-'}, "
-                "not the host MPI"
+                f"{name} comes from {lib.path} ({lib.how}) but "
+                f"libmpi.so.12 from {pick.path}: mixed MPI libraries"
             )
-        for name in discover.ABI_NAMES:  # all of MPI from the host, or the ABI is mixed
-            lib = planned_closure.libraries.get(name)
-            if lib and pick and lib.path.parent != pick.path.parent:
-                report.problems.append(
-                    f"{name} comes from {lib.path} ({lib.how}) but "
-                    f"libmpi.so.12 from {pick.path}: mixed MPI libraries"
-                )
-        for name in (n for n in discover.ABI_NAMES if n in plan.links):
-            host = loader.closure(f"{LINKS_DIR}/{name}", planned, path)
-            host_libs += [host.root] + [
-                lib
-                for lib in host.libraries.values()
-                if lib.path.parent == PurePosixPath(LINKS_DIR)
-            ]
-        host = loader.closure(f"{LINKS_DIR}/libmpi.so.12", planned, path)
-        version = elf.mpich_version(host.root.host)
-        report.host_mpi = str(version) if version else plan.mpi.get("version", "")
-        exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
-        report.exported = len(exports)
-        report.missing = sorted(wanted - exports)
-        if report.missing:
-            report.problems.append(
-                f"the host MPI lacks {len(report.missing)} MPI symbols the application "
-                f"imports: {', '.join(report.missing)}"
-            )
-    if plan:
-        report.families, found = family_check.check(plan, own, planned_closure)
-        report.problems += found
-        host_libs += [
-            lib
-            for lib in planned_closure.libraries.values()
-            if lib.path.parent == PurePosixPath(LINKS_DIR)
+
+
+def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set) -> list:
+    """Bind mode: is all of MPI the host's, and does it export every MPI symbol the
+    application imports? The host MPI's libraries (and what they load from the plan)."""
+    _check_all_mpi_from_host(report, planned_closure)
+    host_libs = []
+    for name in (n for n in discover.ABI_NAMES if n in plan.links):
+        host = loader.closure(f"{LINKS_DIR}/{name}", planned, plan.library_path)
+        host_libs += [host.root] + [
+            lib for lib in host.libraries.values() if lib.path.parent == PurePosixPath(LINKS_DIR)
         ]
-    libc = loader.find("libc.so.6", top, [], [], plain) if image else None
+    host = loader.closure(f"{LINKS_DIR}/libmpi.so.12", planned, plan.library_path)
+    version = elf.mpich_version(host.root.host)
+    report.host_mpi = str(version) if version else plan.mpi.get("version", "")
+    exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
+    report.exported = len(exports)
+    report.missing = sorted(wanted - exports)
+    if report.missing:
+        report.problems.append(
+            f"the host MPI lacks {len(report.missing)} MPI symbols the application "
+            f"imports: {', '.join(report.missing)}"
+        )
+    return host_libs
+
+
+def _check_glibc(report: Report, host_libs: list, top, plain: loader.View | None) -> None:
+    """The GLIBC_* versions the bound host libraries need from the image's C library (in
+    an image, `plain`; none on the host)."""
+    libc = loader.find("libc.so.6", top, [], [], plain) if plain is not None else None
     report.glibc_missing = _glibc_versions(
         [lib.info for lib in host_libs], libc.info if libc else None
     )
@@ -199,7 +223,6 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
             f"the bound host libraries need {', '.join(report.glibc_missing)} from the "
             "image's C library, which lacks them (use an image with a newer glibc)"
         )
-    return report
 
 
 def render(report: Report) -> str:
