@@ -329,19 +329,22 @@ def prefixes(tmp_path_factory) -> Path:
     return prefixes_only(tmp_path_factory.mktemp("prefixes") / "root")
 
 
+def assert_drift_ends_cleanly(work: Path, root: Path) -> None:
+    """drift with a proposal to write: a clean outcome, and no proposal written on error."""
+    proposal = work / "proposal.diff"
+    status, _, err = climstack("drift", "archer2", "--root", root, "--write", proposal, "--no-dag")
+    assert_clean_outcome(status, err)
+    if status == 2:
+        assert not proposal.exists(), "a failed drift wrote its proposal"
+
+
 def test_drift_on_generated_module_trees(prefixes):
     @EXAMPLES
     @given(tree=module_trees())
     def drift_ends_cleanly(tree):
         with mutated_copy(prefixes, []) as (work, root):
             build_module_tree(root, tree)
-            proposal = work / "proposal.diff"
-            status, _, err = climstack(
-                "drift", "archer2", "--root", root, "--write", proposal, "--no-dag"
-            )
-            assert_clean_outcome(status, err)
-            if status == 2:
-                assert not proposal.exists(), "a failed drift wrote its proposal"
+            assert_drift_ends_cleanly(work, root)
 
     drift_ends_cleanly()
 
@@ -351,13 +354,7 @@ def test_drift_on_mutated_release_trees(pe_tree, pe_paths):
     @given(steps=mutations(pe_paths))
     def drift_ends_cleanly(steps):
         with mutated_copy(pe_tree, steps) as (work, root):
-            proposal = work / "proposal.diff"
-            status, _, err = climstack(
-                "drift", "archer2", "--root", root, "--write", proposal, "--no-dag"
-            )
-            assert_clean_outcome(status, err)
-            if status == 2:
-                assert not proposal.exists(), "a failed drift wrote its proposal"
+            assert_drift_ends_cleanly(work, root)
 
     drift_ends_cleanly()
 
