@@ -32,7 +32,7 @@ def test_built_once_per_key_with_the_stamp_beside_it(tmp_path):
     assert entry.build(fill) == entry.path
     assert fill.calls == 1
     assert entry.stamp == tmp_path / "result.sif.inputs"
-    assert entry.stamp.read_text() == "key-1\n"
+    assert entry.stamp.read_text() == "key-1"
     cache.Entry(entry.path, "key-2").build(fill)  # new inputs: built again, in place
     assert fill.calls == 2 and entry.path.read_text() == "build 2\n"
     assert not entry.current()
@@ -45,7 +45,7 @@ def test_a_directory_carries_its_stamp_inside(tmp_path):
     entry.build(fill)
     entry.build(fill, force=True)
     assert fill.calls == 2
-    assert (tmp_path / "image/opt/stamp").read_text() == "k\n"
+    assert (tmp_path / "image/opt/stamp").read_text() == "k"
     assert (tmp_path / "image/made").read_text() == "build 2\n"
     assert [p.name for p in tmp_path.iterdir()] == ["image"]  # no leftovers
 
@@ -79,6 +79,6 @@ def test_a_step_in_place_runs_once_per_key_and_again_after_a_failure(tmp_path):
     assert not cache.once(marker, "k", lambda: runs.append(2))
     with pytest.raises(RuntimeError):
         cache.once(marker, "k2", lambda: (_ for _ in ()).throw(RuntimeError("failed")))
-    assert marker.read_text() == "k\n"  # a failed step leaves the marker as it was
+    assert marker.read_text() == "k"  # a failed step leaves the marker as it was
     assert cache.once(marker, "k2", lambda: runs.append(3))
     assert runs == [1, 3]

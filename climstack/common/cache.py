@@ -80,14 +80,14 @@ class Entry:
         if self.inside:
             stamped = work / self.inside
             stamped.parent.mkdir(parents=True, exist_ok=True)
-            stamped.write_text(self.key + "\n")
+            stamped.write_text(self.key)
         else:
             self.stamp.unlink(missing_ok=True)
         if self.path.is_dir() and not self.path.is_symlink():
             os.replace(self.path, scratch / "old")
         os.replace(work, self.path)
         if not self.inside:
-            atomic.write_text(self.stamp, self.key + "\n")
+            atomic.write_text(self.stamp, self.key)
 
 
 def once(marker: Path, key: str, step: Callable[[], None]) -> bool:
@@ -97,5 +97,5 @@ def once(marker: Path, key: str, step: Callable[[], None]) -> bool:
     if stamp.current(marker, key):
         return False
     step()
-    atomic.write_text(marker, key + "\n")
+    atomic.write_text(marker, key)
     return True
