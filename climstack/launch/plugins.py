@@ -34,12 +34,16 @@ def _module(package, directory: str, name: str):
 
 def find(package, base: type, variable: str) -> dict[str, type]:
     """name -> subclass of `base` defined by a module on the search path (not `base`'s own
-    module nor a _private one), first found first."""
-    found = {}
+    module nor a _private one), first found first: a module named as one found before
+    (one of the package's own) is not read."""
+    found, seen = {}, set()
     for directory in search_path(package, variable):
         for info in pkgutil.iter_modules([directory]):
             if info.name.startswith("_") or f"{package.__name__}.{info.name}" == base.__module__:
                 continue
+            if info.name in seen:
+                continue
+            seen.add(info.name)
             module = _module(package, directory, info.name)
             for cls in vars(module).values():
                 if (
