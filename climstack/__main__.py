@@ -1,7 +1,7 @@
 """climstack: the command-line face of this project (`climstack --help`).
 
-Each job lives in its own module, which adds its subcommands with `register(commands)`;
-they are listed here in the order of the data flow: build, then run.
+Each command lives in its own module of climstack/cli/, which adds its subcommands with
+`register(commands)`; they are listed here in the order of the data flow.
 """
 
 import argparse
@@ -12,22 +12,22 @@ from climstack.errors import ClimstackError
 
 COMMAND_MODULES = (
     "climstack.cli.drift",
-    "climstack.stack.environments",
-    "climstack.check.smoke",
-    "climstack.stack.containers",
-    "climstack.image.image",
-    "climstack.image.sif",
-    "climstack.stack.buildcache_cli",
-    "climstack.stack.registry",
-    "climstack.image.base_image",
-    "climstack.stack.source_mirror",
+    "climstack.cli.environments",
+    "climstack.cli.smoke",
+    "climstack.cli.containers",
+    "climstack.cli.image",
+    "climstack.cli.sif",
+    "climstack.cli.buildcache",
+    "climstack.cli.registry",
+    "climstack.cli.base_image",
+    "climstack.cli.source_mirror",
     "climstack.cli.bind",
-    "climstack.check.verify",
-    "climstack.check.parity",
-    "climstack.jobs.slurm",
-    "climstack.check.container_smoke",
-    "climstack.check.registry_smoke",
-    "climstack.bench.cli",
+    "climstack.cli.verify",
+    "climstack.cli.parity",
+    "climstack.cli.slurm",
+    "climstack.cli.container_smoke",
+    "climstack.cli.registry_smoke",
+    "climstack.cli.bench",
 )
 
 

@@ -13,18 +13,15 @@ the native run loaded) fails with exit 1. The static side of the same question i
 plan's plugin closure (run.plugins): parity is its proof on the running system.
 """
 
-import json
 import os
 import re
-import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from climstack.bind import loader, plugins
 from climstack.bind.plan import Plan
 from climstack.check import container_smoke, verify
 from climstack.common import process
-from climstack.errors import ClimstackError
 
 TRACE_ENV = {"MPI_PROBE_MAPS": "1", "FI_LOG_LEVEL": "info", "UCX_LOG_LEVEL": "info"}
 DEFAULT_PROBE = container_smoke.PROBE  # the view's mpi-probe in our images
@@ -172,48 +169,3 @@ def run(
     )
     chosen = plan.providers if expected is None else expected
     return compare(parse("native", native_run), parse("container", container), plan, list(chosen))
-
-
-def register(commands) -> None:
-    def main(args):
-        if not args.image.exists():
-            raise ClimstackError(
-                f"--image {args.image} does not exist", fix="give the image directory or .sif"
-            )
-        plan = Plan.load(args.plan)
-        report = run(
-            plan,
-            args.image,
-            shlex.split(args.native),
-            args.probe,
-            shlex.split(args.launcher),
-            args.expect or None,
-        )
-        print(json.dumps(asdict(report), indent=2) if args.json else render(report))
-        return 0 if report.ok else 1
-
-    sub = commands.add_parser(
-        "parity",
-        help="trace mpi-probe natively and in the container under a bind plan: lost "
-        "network providers, libraries shadowed by the image's",
-    )
-    sub.add_argument("--plan", type=Path, required=True, help="plan dir from `climstack bind`")
-    sub.add_argument("--image", type=Path, required=True, help="image directory or .sif")
-    sub.add_argument(
-        "--native", required=True, help="the probe built against the host MPI (a host path)"
-    )
-    sub.add_argument("--probe", default=DEFAULT_PROBE, help="the probe inside the image")
-    sub.add_argument(
-        "--launcher",
-        default="mpiexec -n 2",
-        help="host launcher for both runs, e.g. 'srun --nodes=1 --ntasks=2 --mpi=pmi2'",
-    )
-    sub.add_argument(
-        "--expect",
-        action="append",
-        metavar="PROVIDER",
-        help="a provider whose loss fails the check (default: the site's `providers:`, "
-        "else every provider the native run loaded)",
-    )
-    sub.add_argument("--json", action="store_true")
-    sub.set_defaults(run=main)

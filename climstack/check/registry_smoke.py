@@ -37,14 +37,3 @@ def run(environment: str = "local", runtime: str = "charliecloud") -> None:
             f"{registry.host}/climstack/{environment}:{tag}", runtime
         )
         print(container_smoke.summary(runtime, output))
-
-
-def register(commands) -> None:
-    sub = commands.add_parser(
-        "registry-smoke",
-        help="push an environment's installed specs as images to a loopback OCI registry, "
-        "list it, and run mpi-probe's image in bind mode",
-    )
-    sub.add_argument("environment", nargs="?", default="local")
-    sub.add_argument("--runtime", choices=container_smoke.RUNTIMES, default="charliecloud")
-    sub.set_defaults(run=lambda args: run(args.environment, args.runtime))

@@ -8,20 +8,15 @@ symbol that the executable and its MPI-using libraries import must be exported b
 MPI. Then, with --run, runs it (mpi-probe) under the plan to show which MPI really loaded.
 """
 
-import json
 import re
-import shlex
-import sys
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from climstack.bind import discover, elf, loader
 from climstack.bind.plan import LINKS_DIR, Plan
 from climstack.check import family_check
 from climstack.common import process
-from climstack.errors import ClimstackError
-from climstack.launch import launch, launchers, runtimes, sif_image
+from climstack.launch import launch, launchers, runtimes
 
 WATCHED = ("libmpi.so.12", "libxpmem.so.0")
 
@@ -292,50 +287,3 @@ def run_probe(
         check=False,
         what=f"{executable} in {image} under {plan.runtime}",
     )
-
-
-def register(commands) -> None:
-    def run(args):
-        plan = Plan.load(args.plan) if args.plan else None
-        if args.image and not args.image.exists():
-            raise ClimstackError(
-                f"--image {args.image} does not exist", fix="give the image directory or .sif"
-            )
-        with sif_image.files(args.image) if args.image else nullcontext() as tree:
-            report = check(args.executable, plan, tree)
-        print(json.dumps(asdict(report), indent=2) if args.json else render(report))
-        if args.run_probe:
-            if not (plan and args.image):
-                raise ClimstackError("--run needs --plan and --image")
-            proc = run_probe(plan, args.image, args.executable, shlex.split(args.launcher))
-            probe = parse_probe(proc.stdout)
-            print(
-                f"run: exit {proc.returncode}; library: {probe.get('library', '?')}; "
-                f"loaded: {probe.get('loaded', '?')}"
-            )
-            if proc.returncode:
-                print(proc.stderr.strip()[-2000:], file=sys.stderr)
-                return 1
-        return 0 if report.ok else 1
-
-    sub = commands.add_parser(
-        "verify",
-        help="check an executable against the host MPI under "
-        "a bind plan: loader picks, MPICH bases, symbol by symbol",
-    )
-    sub.add_argument("executable", help="path on the host, or inside --image")
-    sub.add_argument("--image", type=Path, help="image (directory or .sif) the executable is in")
-    sub.add_argument("--plan", type=Path, help="plan directory written by `climstack bind`")
-    sub.add_argument("--json", action="store_true")
-    sub.add_argument(
-        "--run",
-        dest="run_probe",
-        action="store_true",
-        help="then run it (mpi-probe) under the plan",
-    )
-    sub.add_argument(
-        "--launcher",
-        default="",
-        help="host launcher for --run, e.g. " "'mpiexec -n 2' or 'srun -n 2 --mpi=pmi2'",
-    )
-    sub.set_defaults(run=run)

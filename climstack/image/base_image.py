@@ -67,14 +67,3 @@ def push(reference: str) -> str:
             f"{USERNAME_VARIABLE}/{PASSWORD_VARIABLE} may push",
         )
     return reference
-
-
-def register(commands) -> None:
-    sub = commands.add_parser(
-        "base-image",
-        help="push our Debian 12 base to a registry, for `buildcache push --base-image`",
-    )
-    sub.add_argument(
-        "reference", help="HOST[:PORT]/REPOSITORY[:TAG], e.g. registry/climstack/debian:12"
-    )
-    sub.set_defaults(run=lambda args: print(push(args.reference)))

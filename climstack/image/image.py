@@ -15,7 +15,6 @@ import hashlib
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -228,22 +227,3 @@ def inputs_stamp(image_dir: Path) -> Path:
 
 def default_destination(name: str) -> Path:
     return pins.cache_dir() / "images" / name
-
-
-def register(commands) -> None:
-    def run(args):
-        destination = args.destination or default_destination(args.environment)
-        start = time.monotonic()
-        build(args.environment, destination, force=args.force)
-        size = process.run(["du", "-sm", destination], "du").stdout.split()[0]
-        print(f"{destination}: ready in {time.monotonic() - start:.0f} s, {size} MB")
-
-    sub = commands.add_parser(
-        "image",
-        help="build a Charliecloud image directory equivalent "
-        "to a container recipe's final stage (this machine's stand-in)",
-    )
-    sub.add_argument("environment", nargs="?", default="container-archer2")
-    sub.add_argument("destination", nargs="?", type=Path, help="default: user cache/images/ENV")
-    sub.add_argument("--force", action="store_true", help="rebuild even if inputs are unchanged")
-    sub.set_defaults(run=run)

@@ -127,38 +127,3 @@ def write_recipes(names: list[str], check_only: bool) -> list[str]:
 
 def container_environments() -> list[str]:
     return [n for n in environments.find_environments() if n.startswith("container-")]
-
-
-def register(commands) -> None:
-    def run_containerize(args):
-        names = args.environments or container_environments()
-        drifted = write_recipes(names, args.check)
-        if drifted:
-            raise ClimstackError(
-                "recipes differ from `spack containerize`:\n" + "\n".join(drifted),
-                fix="run `bin/climstack containerize` and commit the result",
-            )
-
-    def run_check_mpi(args):
-        for name in args.environments or container_environments():
-            env_dir = environments.resolve(name)
-            target_site(env_dir)  # a container environment, before the slow part
-            environments.concretize(env_dir)
-            mpich = check_mpi(env_dir)
-            print(
-                f"{name}: mpich@{mpich['version']} can be replaced by "
-                f"cray-mpich {site_cray_mpich(target_site(env_dir))}"
-            )
-
-    sub = commands.add_parser("containerize", help="emit containers/<site>/app.def recipes")
-    sub.add_argument("environments", nargs="*", help="container environments (default: all)")
-    sub.add_argument("--check", action="store_true", help="only report drift from the files")
-    sub.set_defaults(run=run_containerize)
-
-    sub = commands.add_parser(
-        "check-mpi",
-        help="concretize container environments and check "
-        "their MPICH against the target site's Cray MPICH base",
-    )
-    sub.add_argument("environments", nargs="*", help="container environments (default: all)")
-    sub.set_defaults(run=run_check_mpi)

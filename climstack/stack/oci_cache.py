@@ -14,8 +14,7 @@ from pathlib import Path
 from climstack.errors import ClimstackError
 from climstack.spack import DEFAULT, ScriptFailed, Spack
 from climstack.stack import buildcache, environments, signing
-from climstack.stack.registry import (PASSWORD_VARIABLE, USERNAME_VARIABLE,
-                                      credentials)
+from climstack.stack.registry import PASSWORD_VARIABLE, USERNAME_VARIABLE, credentials
 
 CREDENTIALS = f"set {USERNAME_VARIABLE} and {PASSWORD_VARIABLE} to an account of that registry"
 

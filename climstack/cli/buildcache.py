@@ -1,6 +1,6 @@
-"""`climstack buildcache`: signing keys, push, install and list, for a filesystem,
-HTTPS or S3 buildcache (climstack.stack.buildcache) or an OCI registry
-(climstack.stack.oci_cache), chosen by the URL."""
+"""`climstack buildcache`: signing keys, push, install and list, for a filesystem, HTTPS or S3
+buildcache (climstack.stack.buildcache) or an OCI registry (climstack.stack.oci_cache),
+chosen by the URL."""
 
 from pathlib import Path
 

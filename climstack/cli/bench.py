@@ -1,36 +1,22 @@
-"""`climstack bench local`: install the local environment (the stack and the four
-benchmarks, from offline sources), run the comparison and write its report;
-`climstack bench report DIR...`: the same report from raw outputs copied back from a centre
-(a directory of Slurm .out files) or published by others (`--label FILE=MODE`, sidecars);
-exit status 1 when anything was left out, 2 for bad arguments."""
+"""`climstack bench local`: install the local environment, run the comparison in every mode
+and write its report; `climstack bench SITE --emit`: the centre's job scripts;
+`climstack bench report DIR...`: the report from raw outputs (exit 1 when anything was left
+out, 2 for bad arguments)."""
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
 
-from climstack import pins, spack
+from climstack import pins
 from climstack.bench import collect, jobs, modes, records, report, runner
-from climstack.check import container_smoke
+from climstack.bench.local import IMAGE, install, local_modes, mode_names
 from climstack.common import progress
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
-from climstack.launch import launchers, runtimes
-from climstack.stack import bench_sources, environments
-
-#: the container environment whose image the container modes run (`climstack image`)
-IMAGE = "container-archer2"
-
-
-def install(env_dir: Path) -> dict[str, Path]:
-    """Fill the source mirror, install the whole environment; name -> prefix."""
-    bench_sources.fill(env_dir, bench_sources.local_mirror())
-    with progress.step(f"installing the whole {environments.label(env_dir)} environment"):
-        spack.stream("install", "-j", "2", env=env_dir)
-    found = spack.run("find", "--format", "{name} {prefix}", env=env_dir).stdout.split("\n")
-    return {name: Path(prefix) for name, prefix in (line.split() for line in found if line)}
+from climstack.launch import runtimes
+from climstack.stack import environments
 
 
 def write_report(found, out: Path) -> list[Path]:
@@ -39,37 +25,6 @@ def write_report(found, out: Path) -> list[Path]:
         print(f"climstack bench: warning: {problem}", file=sys.stderr)
     paths = list(records.write(recs, failures, out))
     return paths + report.write(recs, failures, problems, out)
-
-
-def mode_names(args) -> list[str]:
-    """--modes, checked (default: every mode)."""
-    names = args.modes.split(",") if args.modes else list(modes.MODES)
-    unknown = sorted(set(names) - set(modes.MODES))
-    if unknown:
-        raise ClimstackError(
-            f"--modes: unknown mode(s) {', '.join(unknown)}", fix=f"from {','.join(modes.MODES)}"
-        )
-    return names
-
-
-def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
-    """The modes asked for (--modes), the container ones on `climstack image`'s image."""
-    names = mode_names(args)
-    launcher = launchers.get("mpiexec").argv(args.ranks)
-    chosen = [modes.native(launcher, prefixes)] if "native" in names else []
-    if set(names) & set(modes.CONTAINER_MODES):
-        image_dir = image.build(IMAGE, args.image or image.default_destination(IMAGE))
-        target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
-        no_home = runtimes.get(args.runtime).env(home=False)
-        env = {**os.environ, "USER": os.environ.get("USER") or "root", **no_home}
-        for name in (n for n in modes.CONTAINER_MODES if n in names):
-            chosen.append(
-                modes.container(
-                    name, image_dir, launcher, args.ranks, args.runtime, target,
-                    args.fabric_prefix, env,
-                )  # fmt: skip
-            )
-    return chosen
 
 
 def run_local(args) -> None:

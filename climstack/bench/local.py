@@ -1,0 +1,57 @@
+"""What `climstack bench local` runs on: the local environment installed from offline
+sources, the image its container modes use, and the modes themselves."""
+
+import os
+from pathlib import Path
+
+from climstack import spack
+from climstack.bench import modes
+from climstack.check import container_smoke
+from climstack.common import progress
+from climstack.errors import ClimstackError
+from climstack.image import image
+from climstack.launch import launchers, runtimes
+from climstack.stack import bench_sources, environments
+
+#: the container environment whose image the container modes run (`climstack image`)
+IMAGE = "container-archer2"
+
+
+def install(env_dir: Path) -> dict[str, Path]:
+    """Fill the source mirror, install the whole environment; name -> prefix."""
+    bench_sources.fill(env_dir, bench_sources.local_mirror())
+    with progress.step(f"installing the whole {environments.label(env_dir)} environment"):
+        spack.stream("install", "-j", "2", env=env_dir)
+    found = spack.run("find", "--format", "{name} {prefix}", env=env_dir).stdout.split("\n")
+    return {name: Path(prefix) for name, prefix in (line.split() for line in found if line)}
+
+
+def mode_names(args) -> list[str]:
+    """--modes, checked (default: every mode)."""
+    names = args.modes.split(",") if args.modes else list(modes.MODES)
+    unknown = sorted(set(names) - set(modes.MODES))
+    if unknown:
+        raise ClimstackError(
+            f"--modes: unknown mode(s) {', '.join(unknown)}", fix=f"from {','.join(modes.MODES)}"
+        )
+    return names
+
+
+def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
+    """The modes asked for (--modes), the container ones on `climstack image`'s image."""
+    names = mode_names(args)
+    launcher = launchers.get("mpiexec").argv(args.ranks)
+    chosen = [modes.native(launcher, prefixes)] if "native" in names else []
+    if set(names) & set(modes.CONTAINER_MODES):
+        image_dir = image.build(IMAGE, args.image or image.default_destination(IMAGE))
+        target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
+        no_home = runtimes.get(args.runtime).env(home=False)
+        env = {**os.environ, "USER": os.environ.get("USER") or "root", **no_home}
+        for name in (n for n in modes.CONTAINER_MODES if n in names):
+            chosen.append(
+                modes.container(
+                    name, image_dir, launcher, args.ranks, args.runtime, target,
+                    args.fabric_prefix, env,
+                )  # fmt: skip
+            )
+    return chosen
