@@ -158,3 +158,23 @@ def test_the_check_for_spack_python_sees_every_way_of_passing_it():
     assert not calls('process.run(["python3", "-m", "x"], "what")')
     assert not calls('process.run(["python", "-m", "x"], "what")')  # not Spack's subcommand
     assert not calls('spack.DEFAULT.python("x.py", "python")')
+
+
+#: modules with a command line of their own, outside climstack/cli/, and why
+OWN_COMMAND_LINE = {
+    "image/image_check.py": "runs inside the image, by the recipe (python3 -m ...)",
+}
+
+
+def test_the_command_line_lives_in_cli():
+    found = [
+        f"climstack/{name}"
+        for name, tree in modules().items()
+        if name.split("/")[0] not in ("cli", "__main__.py")
+        and name not in OWN_COMMAND_LINE
+        and (
+            "argparse" in imported(tree)
+            or any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in tree.body)
+        )
+    ]
+    assert not found, f"move the command line into climstack/cli/: {', '.join(found)}"
