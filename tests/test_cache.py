@@ -2,6 +2,9 @@
 Apptainer's root filesystem and setup's scopes: built once per key, atomically, the stamp
 last; a current twin is copied; a failed build leaves the old result as it was."""
 
+import os
+import stat
+
 import pytest
 
 from climstack.common import cache
@@ -82,3 +85,14 @@ def test_a_step_in_place_runs_once_per_key_and_again_after_a_failure(tmp_path):
     assert marker.read_text() == "k"  # a failed step leaves the marker as it was
     assert cache.once(marker, "k2", lambda: runs.append(3))
     assert runs == [1, 3]
+
+
+def test_written_files_follow_the_umask_as_open_would(tmp_path):
+    from climstack.common import atomic
+
+    old = os.umask(0o022)
+    try:
+        report = atomic.write_text(tmp_path / "report.html", "<html></html>")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(report.stat().st_mode) == 0o644  # readable by those it is shared with

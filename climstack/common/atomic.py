@@ -31,10 +31,17 @@ def locked(path: Path, shared: bool = False):
         yield
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
         with os.fdopen(fd, "w") as stream:
             stream.write(text)
         os.replace(tmp, path)
