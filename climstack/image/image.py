@@ -84,26 +84,14 @@ def pip_install(requirement, prefix: Path) -> None:
 
 
 def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
-    """PyPI's mpich wheel, downloaded once into the user cache."""
-    wheels = pins.cache_dir() / "wheels"
-    found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
-    if not found:
-        process.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "-q",
-                "-d",
-                wheels,
-                f"mpich=={version}",
-            ],
-            f"download of PyPI mpich {version}",
-        )
-        found = sorted(wheels.glob(f"mpich-{version}-*.whl"))
-    return found[0]
+    """PyPI's mpich wheel, downloaded once into the user cache (wheels/mpich-VERSION-wheel/)."""
+    entry = cache.Entry(pins.cache_dir() / "wheels" / f"mpich-{version}-wheel", version)
+
+    def download(work: Path):
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", work]
+        process.run([*pip, f"mpich=={version}"], f"download of PyPI mpich {version}")
+
+    return next(entry.build(download).glob(f"mpich-{version}-*.whl"))
 
 
 def add_wheel_mpich(root: Path) -> None:

@@ -14,10 +14,11 @@ runs the ~10 s problem setup, and its key leaves recipe changes out (spack/spack
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from climstack import pins
-from climstack.common import atomic, progress, stamp
+from climstack.common import atomic, cache, progress, stamp
 from climstack.spack import DEFAULT, Spack
 
 #: the sections Spack loads (and so validates) before reporting the inputs
@@ -36,17 +37,29 @@ def concretize(
     """`spack concretize --fresh --force`, or the lockfile of an earlier concretization with
     the same key; returns whether it was reused. `reported`: report()'s result, if known."""
     digest = key(reported or report(env_dir, spack))
-    with atomic.locked(cache() / f"{digest}.lock"):  # the same inputs are solved once
-        if reuse and restore(digest, env_dir):
-            progress.note(f"{env_dir}: inputs unchanged, concretization reused ({digest[:12]})")
-            return True
+    solved, solving = entry(digest), []
+
+    def fill(lockfile: Path):
         with progress.step(f"concretizing {env_dir} --fresh"):
             spack.run("concretize", "--fresh", "--force", env=env_dir)
-        save(digest, env_dir)
-    return False
+        shutil.copy2(env_dir / "spack.lock", lockfile)
+        solving.append(lockfile)
+
+    solved.build(fill, force=not reuse)  # the same inputs are solved once, under its lock
+    if solving:
+        return False
+    atomic.write_text(env_dir / "spack.lock", solved.path.read_text())
+    os.utime(solved.path)  # last use, for whoever prunes the cache
+    progress.note(f"{env_dir}: inputs unchanged, concretization reused ({digest[:12]})")
+    return True
 
 
-def cache() -> Path:
+def entry(digest: str) -> cache.Entry:
+    """The lockfile solved from the inputs `digest` names (locks/<digest>.lock)."""
+    return cache.Entry(store() / f"{digest}.lock", digest)
+
+
+def store() -> Path:
     return pins.cache_dir() / "locks"
 
 
@@ -59,18 +72,3 @@ def key(reported: dict) -> str:
         for _, root in sorted(inputs.pop("repos").items())
     ]
     return stamp.digest(json.dumps(inputs, sort_keys=True), pins.SPACK.commit, *repos, length=32)
-
-
-def restore(digest: str, env_dir: Path) -> bool:
-    """Copy the lockfile concretized from `digest` into the environment, if there is one."""
-    entry = cache() / f"{digest}.lock"
-    if not entry.is_file():
-        return False
-    atomic.write_text(env_dir / "spack.lock", entry.read_text())
-    os.utime(entry)  # last use, for whoever prunes the cache
-    return True
-
-
-def save(digest: str, env_dir: Path) -> None:
-    cache().mkdir(parents=True, exist_ok=True)
-    atomic.write_text(cache() / f"{digest}.lock", (env_dir / "spack.lock").read_text())
