@@ -46,7 +46,7 @@ def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
         image_dir = image.build(IMAGE, args.image or image.default_destination(IMAGE))
         target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
         no_home = runtimes.get(args.runtime).env(home=False)
-        env = {**os.environ, "USER": os.environ.get("USER") or "root", **no_home}
+        env = {**os.environ, **no_home}  # the process runner sets USER
         for name in (n for n in modes.CONTAINER_MODES if n in names):
             chosen.append(
                 modes.container(
