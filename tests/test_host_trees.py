@@ -393,3 +393,9 @@ def test_a_silent_hanging_child_is_stopped_at_its_timeout(runner):
     message = str(raised.value)
     assert "a silent child: `sh -c sleep 60 & sleep 60 ...` still running after 1 s" in message
     assert "stopped" in message and "fix: " in message
+
+
+def test_every_child_has_a_user(monkeypatch):
+    """ch-run and Apptainer refuse to start without USER; the runner sets it once for all."""
+    monkeypatch.delenv("USER", raising=False)
+    assert process.run(["sh", "-c", 'echo "$USER"'], "a child").stdout.strip()
