@@ -6,6 +6,10 @@ runner and the emitted job scripts print, e.g.
         site=archer2 repeat=2   (one line)
     climstack-bench: failed benchmark=osu mode=fabric reason="..."
 
+A run at a Lustre stripe setting (benchio's sweep) says `stripe_count=4 stripe_size=1M`:
+its operations are named with it (`MPI-IO (lfs -c 4 -S 1M)`), so the report compares the
+modes per setting.
+
 A file without one is a single run whose context comes from its sidecar `FILE.yaml`
 (`mode: native`, and any other header key) or from `--label FILE=MODE`; a header line
 wins over both, a label over the sidecar. What cannot be read (an unknown format, no mode,
@@ -28,6 +32,7 @@ HEADER = "climstack-bench:"
 DEFAULTS = {"runtime": "none", "site": "unknown", "nodes": "1"}
 #: what a header line, a sidecar or a label may say about a run
 KEYS = ("benchmark", "mode", "ranks", "nodes", "runtime", "site", "repeat", "operation")
+STRIPE = ("stripe_count", "stripe_size")  # benchio's Lustre sweep (climstack.bench.jobs)
 COUNTS = ("ranks", "nodes", "repeat")
 SUFFIXES = (".out", ".txt", ".log")
 SIDECAR = ".yaml"  # slurm-1.out.yaml describes slurm-1.out
@@ -80,8 +85,8 @@ def sidecar(path: Path) -> dict[str, str]:
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         line = getattr(getattr(err, "problem_mark", None), "line", 0) + 1
         raise LeftOut(line, f"sidecar {side.name} does not read: {err}", fix=example) from None
-    if not isinstance(data, dict) or set(map(str, data)) - set(KEYS):
-        extra = sorted(set(map(str, data)) - set(KEYS)) if isinstance(data, dict) else []
+    if not isinstance(data, dict) or set(map(str, data)) - set(KEYS + STRIPE):
+        extra = sorted(set(map(str, data)) - set(KEYS + STRIPE)) if isinstance(data, dict) else []
         raise LeftOut(
             1,
             f"sidecar {side.name}: "
@@ -104,6 +109,13 @@ def _operation(path: Path, run: dict) -> str:
     words = re.split(r"[^A-Za-z0-9]+", path.name.split(".")[0].removeprefix("osu_"))
     words.append(path.name.split(".")[0].removeprefix("osu_"))
     return next((w for w in reversed(words) if w in NAMED_OPERATIONS), "unknown")
+
+
+def _stripe(run: dict) -> str:
+    """' (lfs -c 4 -S 1M)' for a run at a Lustre stripe setting, '' for any other."""
+    if not any(run.get(key) for key in STRIPE):
+        return ""
+    return f" (lfs -c {run.get('stripe_count', '?')} -S {run.get('stripe_size', '?')})"
 
 
 def _check(path: Path, run: dict, body, name: str | None) -> None:
@@ -151,7 +163,7 @@ def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> 
     return [
         Record(
             benchmark=name,
-            operation=m.operation,
+            operation=m.operation + _stripe(run),
             bytes=m.bytes,
             ranks=int(run.get("ranks") or m.ranks or 0),
             nodes=int(run["nodes"]),
