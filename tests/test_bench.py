@@ -7,13 +7,12 @@ import argparse
 import csv
 import json
 import os
-import re
 import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import PROJECT_ROOT, cpus_alone
-from support import cray_tree, programs
+from support import programs
 
 from climstack.bench import collect, local, modes, report, runner
 from climstack.bench.records import COLUMNS, MODES
@@ -240,47 +239,6 @@ def test_modes_that_cannot_run_say_why(local_run, tmp_path):
     with pytest.raises(ClimstackError, match="unknown mode.*bnid") as refused:
         local.local_modes(args, {})
     assert "native,bind,bind-noxpmem,hybrid,fabric" in refused.value.fix
-
-
-def test_archer2_job_scripts_reproduce_the_seed_comparisons(tmp_path):
-    """`climstack bench archer2 --emit` on a copy of a Cray host tree: one script per seed
-    comparison, valid bash, the plans beside them, every mode's header for the report."""
-    root = cray_tree.cray_tree(tmp_path / "cray")
-    out = tmp_path / "jobs"
-    proc = subprocess.run(
-        [PROJECT_ROOT / "bin" / "climstack", "bench", "archer2", "--emit", out, "--root", root]
-        + ["--image", "/work/me/archer2.sif", "--repeats", "5"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"},
-    )
-    assert proc.returncode == 0, proc.stderr
-    scripts = {p.stem: p.read_text() for p in out.glob("*.sh")}
-    assert set(scripts) == {"mpibench-xpmem", "osu-latency", "osu-allgather", "netcdf-bench"}
-    for name, text in scripts.items():
-        assert subprocess.run(["bash", "-n", out / f"{name}.sh"]).returncode == 0, name
-        assert "for repeat in $(seq 1 5)" in text and "--mpi=cray_shasta" in text
-    mpibench = scripts["mpibench-xpmem"]
-    assert "#SBATCH --nodes=1 --ntasks=128" in mpibench
-    modes_run = re.findall(r"mode=(\S+) ranks=128 nodes=1 site=archer2", mpibench)
-    assert modes_run == ["native", "bind-noxpmem", "bind"]  # alternating, in this order
-    assert f"{image.NOXPMEM}$(readlink -f" in mpibench and "singularity exec" in mpibench
-    assert "$(native_prefix mpibench)/bin/mpiBench" in mpibench
-    assert "#SBATCH --nodes=2 --ntasks=2" in scripts["osu-latency"]
-    assert re.findall(r"mode=(\S+) ranks=2", scripts["osu-latency"]) == [
-        "native",
-        "bind",
-        "hybrid",
-    ]
-    netcdf = scripts["netcdf-bench"]
-    assert "-d=200:1024:768:85" in netcdf and "# pending: native-cce" in netcdf
-    assert "mode=bind-host-netcdf-gnu" in netcdf
-    plan = json.loads((out / "plans" / "bind-host-netcdf-gnu" / "plan.json").read_text())
-    assert set(plan["families"]) == {"netcdf", "hdf5"}
-    # a plan this host cannot make is not emitted; the script says why
-    assert (
-        "mode=bind-host-netcdf-cray" in netcdf or "# not emitted: bind-host-netcdf-cray" in netcdf
-    )
 
 
 def test_imb_output_parses(tmp_path):

@@ -7,6 +7,15 @@ Run it where the jobs will run (a login node): the bind plans are made there, fr
 host's MPI and libraries (`climstack bind`), into DIR/plans. Native runs use the site
 environment's own builds (`spack location -i` at job time); container runs use the image's
 view, and its copies without libxpmem.so.0 (image.NOXPMEM) for bind-noxpmem.
+
+benchio writes into a directory of its own (`benchio_files` below
+$CLIMSTACK_BENCH_DIR, default the submit directory, `/benchio-JOBID`). Where the site has
+Lustre (`lustre:` in its bind.yaml), its job sweeps the stripe settings EPCC's benchio study
+and the ARCHER2 notes vary: before each set of runs (every mode, alternating) it empties the
+directory and runs `lfs setstripe -c COUNT -S SIZE` on it, and each run's header line says
+`stripe_count=COUNT stripe_size=SIZE` (the report groups the rates by them); the job stops
+before any run if the directory is not on Lustre. Without `lustre:` it runs as the other
+scripts do and says so in a comment line.
 """
 
 import sys
@@ -20,6 +29,7 @@ from climstack.bind import loader, plan
 from climstack.common import atomic
 from climstack.errors import ClimstackError
 from climstack.image import image
+from climstack.inputs import sites
 from climstack.jobs import slurm
 from climstack.launch import launch, runtimes
 from climstack.stack import environments
@@ -30,7 +40,22 @@ PLANS = {
     "hybrid": ("hybrid", None, None),
     "bind-host-netcdf-gnu": ("bind", {"netcdf": None, "hdf5": None}, "gnu"),
     "bind-host-netcdf-cray": ("bind", {"netcdf": None, "hdf5": None}, "cray"),
+    "fabric": ("fabric", None, None),
 }
+#: the I/O comparisons' modes: the ARCHER2 guide's five ways (less native CCE), then the
+#: image's own MPI, and it over the host's libfabric
+IO_MODES = (
+    "native",
+    "bind",
+    "bind-host-netcdf-gnu",
+    "bind-host-netcdf-cray",
+    "hybrid",
+    "fabric",
+)
+NATIVE_CCE = "native-cce: needs a PrgEnv-cray build of the site environment"
+#: where benchio's directory goes (default: the directory the job was submitted from)
+BENCH_DIR = "CLIMSTACK_BENCH_DIR"
+SITE = "site"  # emit(lustre=SITE): the site's bind.yaml says
 
 
 @dataclass(frozen=True)
@@ -42,6 +67,7 @@ class Comparison:
     modes: tuple[str, ...]  # native, bind-noxpmem, or a PLANS name
     arguments: tuple[str, ...] = ()  # replacing the local run's (same option names)
     pending: tuple[str, ...] = ()  # seed modes not emitted yet, and why
+    stripes: bool = False  # sweeps Lustre's stripe settings where the site has Lustre
 
 
 SEEDS = (
@@ -50,16 +76,13 @@ SEEDS = (
     # Gaea and a vendor report: OSU latency (two nodes) and allgather, bind/hybrid/native
     Comparison("osu-latency", "osu_latency", 2, 2, ("native", "bind", "hybrid")),
     Comparison("osu-allgather", "osu_allgather", 1, 128, ("native", "bind", "hybrid")),
-    # ARCHER2 container guide: netcdf-bench's 50 GB write five ways
+    # ARCHER2 container guide: netcdf-bench's 50 GB write five ways (and hybrid, fabric)
     Comparison(
-        "netcdf-bench",
-        "netcdf-bench",
-        1,
-        128,
-        ("native", "bind", "bind-host-netcdf-gnu", "bind-host-netcdf-cray"),
-        ("-d=200:1024:768:85",),
-        ("native-cce: needs a PrgEnv-cray build of the site environment",),
+        "netcdf-bench", "netcdf-bench", 1, 128, IO_MODES, ("-d=200:1024:768:85",), (NATIVE_CCE,)
     ),
+    # EPCC's benchio (serial, MPI-IO, HDF5, NetCDF to one shared file, 128 MiB per rank)
+    # in the same modes, over Lustre's stripe counts and sizes where the site has Lustre
+    Comparison("benchio", "benchio", 1, 128, IO_MODES, pending=(NATIVE_CCE,), stripes=True),
 )
 
 
@@ -92,18 +115,84 @@ def make_plans(site: str, out: Path, root: Path, names) -> tuple[dict, dict]:
     return made, failed
 
 
-def script(site, comparison, plans, image_path: str, repeats: int, reasons: dict) -> str:
+def stripe_settings(lustre: dict | None) -> list[tuple[int, str]]:
+    """(count, size) of every stripe setting the sweep runs: counts x sizes, in order."""
+    if not lustre:
+        return []
+    return [(c, size) for size in lustre["stripe_sizes"] for c in lustre["stripe_counts"]]
+
+
+def _work_directory(site, comparison, benchmark, lustre) -> tuple[list[str], list[str]]:
+    """(comment lines, commands) making the directory the benchmark writes in, for one
+    that needs a subdirectory there (benchio: benchio_files), the job's working directory."""
+    if not benchmark.workdir:
+        return [], []
+    where = (
+        f'"${{{BENCH_DIR}:-${{SLURM_SUBMIT_DIR:-$PWD}}}}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
+    )
+    commands = [
+        f"bench_dir={where}",
+        f'mkdir -p "$bench_dir/{benchmark.workdir}"',
+        'cd "$bench_dir"',
+    ]
+    if not comparison.stripes:
+        return [], commands
+    if not lustre:
+        return [
+            f"# no Lustre at {site} (no lustre: in its bind.yaml): {comparison.name} runs "
+            "without the stripe sweep, on the file system's default layout"
+        ], commands
+    settings = stripe_settings(lustre)
+    shown = " ".join(f"{c}:{size}" for c, size in settings)
+    comments = [
+        f"# Lustre ({lustre['path']}): before each set of runs, `lfs setstripe -c COUNT -S SIZE "
+        f"{benchmark.workdir}` in {comparison.name}'s directory, {len(settings)} settings "
+        f"(COUNT:SIZE): {shown}; every header says its stripe_count and stripe_size",
+    ]
+    stop = (
+        f'echo "climstack bench: $bench_dir is not on Lustre ({lustre["path"]}): the stripe '
+        f"sweep needs it; submit from a directory there or set {BENCH_DIR} to one "
+        f'(a site without Lustre: no lustre: in its bind.yaml)" >&2; exit 2; }}'
+    )
+    commands.append(f"lfs getstripe -d {benchmark.workdir} >/dev/null 2>&1 || {{ {stop}")
+    return comments, commands
+
+
+def script(
+    site, comparison, plans, image_path: str, repeats: int, reasons: dict, lustre=None
+) -> str:
     benchmark = next(b for b in runner.LOCAL if b.name == comparison.benchmark)
     component = slurm.Component(comparison.nodes, comparison.ranks, [])
     lines = slurm.preamble(site, [component], f"bench-{comparison.name}")
     env_dir = environments.resolve(site)
+    comments, setup = _work_directory(site, comparison, benchmark, lustre)
+    settings = stripe_settings(lustre) if comparison.stripes else []
+    if settings:
+        runs = len(settings) * len([m for m in comparison.modes if m not in reasons]) * repeats
+        comments.append(
+            f"# {runs} runs of {comparison.name} (settings x modes x repeats): give the job "
+            "the time they take, e.g. sbatch --time=HH:MM:SS"
+        )
     lines += [
         f"# {comparison.name}: {', '.join(comparison.modes)}; {repeats} repeats, alternating",
         *(f"# pending: {why}" for why in comparison.pending),
         *(f"# not emitted: {mode}: {why[:300]}" for mode, why in reasons.items()),
+        *comments,
         f'native_prefix() {{ {gateway.SPACK} -e {env_dir} location -i "$1"; }}',
+        *setup,
         f"for repeat in $(seq 1 {repeats}); do",
     ]
+    indent, stripe, where = "  ", "", ""
+    if settings:  # a set of runs, every mode, per stripe setting
+        indent = "    "
+        stripe = " stripe_count=$count stripe_size=$size"
+        where = "' (lfs setstripe -c '$count' -S '$size')'"
+        lines += [
+            f"  for stripe in {' '.join(f'{c}:{size}' for c, size in settings)}; do",
+            '    count="${stripe%%:*}" size="${stripe#*:}"',
+            f"    rm -f {benchmark.workdir}/*  # a file left over keeps its old layout",
+            f'    lfs setstripe -c "$count" -S "$size" {benchmark.workdir}',
+        ]
     for mode in comparison.modes:
         if mode in reasons:
             continue
@@ -122,15 +211,29 @@ def script(site, comparison, plans, image_path: str, repeats: int, reasons: dict
             before, step = launch.job_step(made, runtime, slurm.srun(site), image_path, shape)
             header += f" runtime={made.runtime}"
         failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode} reason="
-        lines += [f'  echo "{header}"', "  ("]
-        lines += [f"    {line}" for line in (*before, step)]
-        lines += [f"  ) || echo \"{failed}'srun exit '$?\""]
+        lines += [f'{indent}echo "{header}{stripe}"', f"{indent}("]
+        lines += [f"{indent}  {line}" for line in (*before, step)]
+        lines += [f"{indent}) || echo \"{failed}'srun exit '$?{where}\""]
+    if settings:
+        lines.append("  done")
     return "\n".join(lines + ["done"]) + "\n"
 
 
-def emit(site: str, out: Path, image_path: str, repeats=5, ranks=None, root=Path("/")):
-    """Write one script per seed comparison under `out`; returns their paths."""
+def site_lustre(site: str) -> dict | None:
+    """The site's Lustre (`lustre:` of its bind.yaml, defaults filled), None without."""
+    return sites.get(site).bind.get("lustre")
+
+
+def emit(
+    site: str, out: Path, image_path: str, repeats=5, ranks=None, root=Path("/"), lustre=SITE
+):
+    """Write one script per seed comparison under `out`; returns their paths. `lustre`:
+    the stripe sweep's file system ({path, stripe_counts, stripe_sizes}), None for none;
+    by default the site's."""
+    lustre = site_lustre(site) if lustre == SITE else lustre
     seeds = [replace(c, nodes=1, ranks=ranks) if ranks else c for c in SEEDS]
+    if site == "local":  # the seeds' sizes are for a centre's nodes: the local run's here
+        seeds = [replace(c, arguments=()) for c in seeds]
     wanted = {m if m != "bind-noxpmem" else "bind" for c in seeds for m in c.modes} - {"native"}
     plans, failed = make_plans(site, out, root, sorted(wanted))
     if Path(image_path).is_dir():  # Charliecloud cannot create mount points itself
@@ -146,7 +249,8 @@ def emit(site: str, out: Path, image_path: str, repeats=5, ranks=None, root=Path
                 f"climstack bench: {comparison.name}: {mode} not emitted: {why}", file=sys.stderr
             )
         path = out / f"{comparison.name}.sh"
-        atomic.write_text(path, script(site, comparison, plans, image_path, repeats, reasons))
+        text = script(site, comparison, plans, image_path, repeats, reasons, lustre)
+        atomic.write_text(path, text)
         path.chmod(0o755)
         written.append(path)
     return written

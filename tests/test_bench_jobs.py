@@ -1,0 +1,299 @@
+"""`climstack bench SITE --emit`: the centres' job scripts of the field's comparisons (one per
+comparison, its modes alternating), benchio's Lustre stripe sweep where the site has Lustre
+(`lustre:` in its bind.yaml), and the local site's scripts run for real through a local
+Slurm (two virtual nodes on loopback)."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import slurm_cluster
+from conftest import PROJECT_ROOT, cpus_alone
+from support import cray_tree
+
+from climstack.bench import collect, jobs, local
+from climstack.errors import ClimstackError
+from climstack.image import image
+from climstack.inputs import sites
+from climstack.stack import environments
+
+CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
+SEEDS = {"mpibench-xpmem", "osu-latency", "osu-allgather", "netcdf-bench", "benchio"}
+
+
+def bash_n(path: Path) -> None:
+    syntax = subprocess.run(["bash", "-n", path], capture_output=True, text=True)
+    assert syntax.returncode == 0, (path.name, syntax.stderr)
+
+
+def headers(text: str) -> list[dict[str, str]]:
+    """The header lines a script prints (`echo "climstack-bench: ..."`), as key -> value."""
+    found = re.findall(r'echo "(climstack-bench: benchmark=[^"]*)"', text)
+    return [dict(w.split("=", 1) for w in line.split()[1:]) for line in found]
+
+
+@pytest.fixture(scope="module")
+def archer2_jobs(tmp_path_factory):
+    """`climstack bench archer2 --emit` on a copy of a Cray host tree, as on a login node."""
+    tmp = tmp_path_factory.mktemp("archer2")
+    root = cray_tree.cray_tree(tmp / "cray")
+    out = tmp / "jobs"
+    proc = subprocess.run(
+        [CLIMSTACK, "bench", "archer2", "--emit", out, "--root", root]
+        + ["--image", "/work/me/archer2.sif", "--repeats", "5"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out, {p.stem: p.read_text() for p in out.glob("*.sh")}
+
+
+def test_archer2_job_scripts_reproduce_the_seed_comparisons(archer2_jobs):
+    """One script per seed comparison, valid bash, the plans beside them, every mode's
+    header for the report."""
+    out, scripts = archer2_jobs
+    assert set(scripts) == SEEDS
+    for name, text in scripts.items():
+        bash_n(out / f"{name}.sh")
+        assert "for repeat in $(seq 1 5)" in text and "--mpi=cray_shasta" in text
+    mpibench = scripts["mpibench-xpmem"]
+    assert "#SBATCH --nodes=1 --ntasks=128" in mpibench
+    modes_run = re.findall(r"mode=(\S+) ranks=128 nodes=1 site=archer2", mpibench)
+    assert modes_run == ["native", "bind-noxpmem", "bind"]  # alternating, in this order
+    assert f"{image.NOXPMEM}$(readlink -f" in mpibench and "singularity exec" in mpibench
+    assert "$(native_prefix mpibench)/bin/mpiBench" in mpibench
+    assert "#SBATCH --nodes=2 --ntasks=2" in scripts["osu-latency"]
+    assert re.findall(r"mode=(\S+) ranks=2", scripts["osu-latency"]) == [
+        "native",
+        "bind",
+        "hybrid",
+    ]
+    netcdf = scripts["netcdf-bench"]
+    assert "-d=200:1024:768:85" in netcdf and "# pending: native-cce" in netcdf
+    assert "mode=bind-host-netcdf-gnu" in netcdf
+    plan = json.loads((out / "plans" / "bind-host-netcdf-gnu" / "plan.json").read_text())
+    assert set(plan["families"]) == {"netcdf", "hdf5"}
+    # a plan this host cannot make is not emitted; the script says why
+    for io in ("netcdf-bench", "benchio"):
+        for mode in ("bind-host-netcdf-cray", "hybrid", "fabric"):
+            text = scripts[io]
+            assert f"mode={mode} " in text or f"# not emitted: {mode}:" in text, (io, mode)
+    # the copied Cray tree has the libfabric external: fabric's plan is made, and run
+    assert json.loads((out / "plans" / "fabric" / "plan.json").read_text())["mode"] == "fabric"
+    assert [h["mode"] for h in headers(netcdf)][-2:] == ["hybrid", "fabric"]
+
+
+def test_archer2_benchio_sweeps_the_lustre_stripe_settings(archer2_jobs):
+    """benchio's script: before each set of runs (every mode, alternating) `lfs setstripe`
+    with each configured count and size on its directory; every header says the setting."""
+    out, scripts = archer2_jobs
+    lustre = sites.get("archer2").bind["lustre"]
+    assert lustre["path"] == "/work"
+    assert lustre["stripe_counts"] == [1, 4, 8, -1] and lustre["stripe_sizes"] == ["1M", "4M"]
+    text = scripts["benchio"]
+    settings = [f"{c}:{s}" for s in lustre["stripe_sizes"] for c in lustre["stripe_counts"]]
+    assert f"  for stripe in {' '.join(settings)}; do\n" in text
+    loop = text.index("for repeat in $(seq 1 5)")
+    sweep = text.index("  for stripe in ")
+    setstripe = text.index('    lfs setstripe -c "$count" -S "$size" benchio_files\n')
+    first_run = text.index('echo "climstack-bench: benchmark=benchio')
+    assert loop < sweep < setstripe < first_run  # the setting comes before its set of runs
+    assert text.index("rm -f benchio_files/*") < setstripe  # no file keeps an old layout
+    assert text.count('lfs setstripe -c "$count"') == 1  # one call, in the loop
+    # it checks the directory is on Lustre before any run, naming the fix
+    check = text.index("lfs getstripe -d benchio_files")
+    assert check < loop and "CLIMSTACK_BENCH_DIR" in text[check:loop]
+    assert 'mkdir -p "$bench_dir/benchio_files"' in text and 'cd "$bench_dir"' in text
+    runs = headers(text)
+    assert [h["mode"] for h in runs] == [
+        m for m in jobs.IO_MODES if f"# not emitted: {m}:" not in text
+    ]
+    for run in runs:
+        assert run["stripe_count"] == "$count" and run["stripe_size"] == "$size", run
+        assert run["benchmark"] == "benchio" and run["ranks"] == "128"
+    failed = re.findall(r"\) \|\| echo \"(climstack-bench: failed [^\n]*)\"\n", text)
+    assert len(failed) == len(runs)
+    assert all("(lfs setstripe -c '$count' -S '$size')" in line for line in failed)
+    assert '"$(native_prefix benchio)/bin/benchio.x"' in text
+    assert "singularity exec /work/me/archer2.sif /opt/views/view/bin/benchio.x" in text
+    # netcdf-bench writes where the job runs: no sweep there
+    assert "lfs" not in scripts["netcdf-bench"]
+
+
+def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
+    """The local site has no Lustre: benchio's script never calls lfs and says why."""
+    assert sites.get("local").bind.get("lustre") is None
+    out = tmp_path / "jobs"
+    paths = jobs.emit("local", out, str(tmp_path / "no-image"), repeats=2, ranks=2)
+    assert {p.stem for p in paths} == SEEDS
+    for path in paths:
+        bash_n(path)
+        assert "lfs " not in path.read_text(), path.name
+    text = (out / "benchio.sh").read_text()
+    assert "# no Lustre at local (no lustre: in its bind.yaml): benchio runs without" in text
+    assert all("stripe_count" not in h for h in headers(text))
+    # the local scripts keep the local run's sizes, not the centre's 50 GB write
+    assert "-d=8:128:128:32" in (out / "netcdf-bench.sh").read_text()
+
+
+def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
+    """`lustre: {path: ...}` alone takes the schema's sweep; a count of 0 (Lustre's
+    "default") is refused naming the key and the values it takes."""
+    site = tmp_path / "site" / "minimal"
+    shutil.copytree(PROJECT_ROOT / "site" / "local", site)
+    (site / "bind.yaml").write_text("runtime: apptainer\nlustre: {path: /scratch}\n")
+    lustre = sites.get(str(site)).bind["lustre"]
+    assert lustre == {
+        "path": "/scratch",
+        "stripe_counts": [1, 4, 8, -1],
+        "stripe_sizes": ["1M", "4M"],
+    }
+    assert jobs.stripe_settings(lustre)[:2] == [(1, "1M"), (4, "1M")]
+    bad = tmp_path / "site" / "bad"
+    shutil.copytree(PROJECT_ROOT / "site" / "local", bad)
+    (bad / "bind.yaml").write_text("runtime: apptainer\nlustre: {path: /s, stripe_counts: [0]}\n")
+    with pytest.raises(ClimstackError) as refused:
+        sites.get(str(bad)).bind
+    assert "lustre.stripe_counts.0" in refused.value.message
+    assert "-1 for all OSTs" in str(refused.value.fix)
+
+
+def test_the_report_groups_benchio_by_stripe_setting(tmp_path):
+    """Runs whose header carries a stripe setting are compared per setting."""
+    body = (
+        " Running on            2  process(es)\n"
+        " Total amount of data =    256.0       MiB\n"
+        " ------\n MPI-IO\n ------\n\n Writing to benchio_files/mpiio.dat\n"
+        " avgtime =   0.1      , avgrate =    {rate}       MiB/s\n"
+    )
+    lines = []
+    for count, rate in (("1", "2000.0"), ("-1", "3000.0")):
+        for mode in ("native", "bind"):
+            lines.append(
+                f"climstack-bench: benchmark=benchio mode={mode} ranks=2 nodes=1 site=x "
+                f"repeat=1 runtime=none stripe_count={count} stripe_size=4M"
+            )
+            lines.append(body.format(rate=rate))
+    (tmp_path / "benchio.out").write_text("\n".join(lines))
+    records, failures, problems = collect.read_paths([tmp_path])
+    assert failures == [] and problems == []
+    rates = {(r.operation, r.mode): r.value for r in records if r.metric == "rate"}
+    assert rates == {
+        ("MPI-IO (lfs -c 1 -S 4M)", "native"): 2000.0,
+        ("MPI-IO (lfs -c 1 -S 4M)", "bind"): 2000.0,
+        ("MPI-IO (lfs -c -1 -S 4M)", "native"): 3000.0,
+        ("MPI-IO (lfs -c -1 -S 4M)", "bind"): 3000.0,
+    }
+
+
+# --- for real, through a local Slurm ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    missing = slurm_cluster.missing_binaries()
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (Debian slurm-wlm, munge: bin/setup)")
+    instance = slurm_cluster.Cluster(tmp_path_factory.mktemp("slurm") / "cluster")
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.stop()
+
+
+@pytest.fixture(scope="module")
+def local_image():
+    """The local environment's native builds (a no-op when installed) and the image the
+    container modes run, if one was built (these tests build none: the I/O benchmarks'
+    container runs are tests/test_bench.py's)."""
+    local.install(environments.resolve("local"))
+    found = image.default_destination(local.IMAGE)
+    return found if found.is_dir() else found.with_name("no-image-built")
+
+
+@cpus_alone
+def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp_path):
+    """`climstack bench local --emit`: NetCDF-Bench's and benchio's scripts, one repeat,
+    through Slurm; natively they run and parse, every other mode runs or reports why not."""
+    jobs_dir = tmp_path / "jobs"
+    proc = subprocess.run(
+        [CLIMSTACK, "bench", "local", "--emit", jobs_dir, "--repeats", "1"]
+        + ["--image", local_image],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    for name, io in (("netcdf-bench", False), ("benchio", True)):
+        code, output = cluster.sbatch_wait(jobs_dir / f"{name}.sh", timeout=300)
+        assert code == 0, output[-3000:]
+        records, failures, problems = collect.read_paths([jobs_dir / f"{name}.out"])
+        emitted = [h["mode"] for h in headers((jobs_dir / f"{name}.sh").read_text())]
+        assert emitted[0] == "native" and len(emitted) >= 2
+        ran = {r.mode for r in records}
+        assert "native" in ran and {r.benchmark for r in records} == {name}
+        assert ran | {f.mode for f in failures} == set(emitted), output[-3000:]
+        # a run that failed may leave a partial output ("no results"), nothing else
+        assert all("no results" in p.message for p in problems), problems
+        native = {r.operation for r in records if r.mode == "native" and r.metric == "rate"}
+        assert native == ({"Serial", "MPI-IO", "HDF5", "NetCDF"} if io else {"write", "read"})
+    # benchio ran in a directory of its own below the submit directory
+    assert list(cluster.dir.glob("benchio-*/benchio_files"))
+
+
+@cpus_alone
+def test_the_stripe_sweep_calls_lfs_before_each_set_of_runs(cluster, local_image, tmp_path):
+    """benchio's script for a site with Lustre, run through Slurm. Lustre cannot exist
+    here, so a stand-in `lfs` on PATH (this test only) records each call with the number of
+    runs the job had started by then: getstripe first, then one setstripe before each set
+    of runs (native and hybrid, alternating), and every header carries its setting."""
+    lustre = {"path": "/lustre", "stripe_counts": [1, -1], "stripe_sizes": ["1M"]}
+    seed = next(c for c in jobs.SEEDS if c.name == "benchio")
+    comparison = replace(seed, ranks=2, modes=("native", "hybrid"))
+    plans, failed = jobs.make_plans("local", tmp_path, Path("/"), ["hybrid"])
+    reasons = {m: failed[m] for m in comparison.modes if m in failed}
+    script = tmp_path / "benchio.sh"
+    text = jobs.script("local", comparison, plans, str(local_image), 1, reasons, lustre)
+    script.write_text(text)
+    bash_n(script)
+    fake, log, out = tmp_path / "fake-lustre", tmp_path / "lfs.log", script.with_suffix(".out")
+    fake.mkdir()
+    (fake / "lfs").write_text(
+        "#!/bin/sh\n# a stand-in for Lustre's lfs: logs the call and the runs started by then\n"
+        f"runs=$(grep -c '^climstack-bench: benchmark=' {out} || true)\n"
+        f'echo "$* [$runs runs]" >> {log}\n'
+    )
+    (fake / "lfs").chmod(0o755)
+    given = cluster.env
+    cluster.env = {**given, "PATH": f"{fake}:{given['PATH']}"}
+    work = tmp_path / "benchio-work"
+    cluster.env["CLIMSTACK_BENCH_DIR"] = str(work)
+    try:
+        code, output = cluster.sbatch_wait(script, timeout=300)
+    finally:
+        cluster.env = given
+    assert code == 0, output[-3000:]
+    per_set = len(comparison.modes) - len(reasons)
+    assert log.read_text().splitlines() == [
+        "getstripe -d benchio_files [0 runs]",
+        "setstripe -c 1 -S 1M benchio_files [0 runs]",
+        f"setstripe -c -1 -S 1M benchio_files [{per_set} runs]",
+    ]
+    records, failures, problems = collect.read_paths([out])
+    native = {r.operation for r in records if r.mode == "native" and r.metric == "rate"}
+    assert native == {
+        f"{layer} (lfs -c {count} -S 1M)"
+        for layer in ("Serial", "MPI-IO", "HDF5", "NetCDF")
+        for count in (1, -1)
+    }
+    assert all("no results" in p.message for p in problems), problems
+    assert {f.mode for f in failures} <= {"hybrid"}
+    assert all("(lfs setstripe -c " in f.reason for f in failures)
+    (directory,) = work.glob("benchio-*")
+    assert (directory / "benchio_files").is_dir()
