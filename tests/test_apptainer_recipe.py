@@ -102,7 +102,7 @@ def test_recipe_refuses_an_unknown_slice_before_building(tmp_path):
     )
     assert proc.returncode != 0
     assert (
-        "build argument slice=everything: use all, mpi-bench or probes"
+        "build argument slice=everything: use all, io, mpi-bench or probes"
         in proc.stdout + proc.stderr
     )
     assert not (tmp_path / "x.sif").exists()

@@ -15,7 +15,7 @@ import matplotlib.image
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import collect, formats, headline
+from climstack.bench import collect, formats, headline, plots
 from climstack.bench.records import Failure, Record
 
 DATA = Path(__file__).parent / "data" / "bench"
@@ -189,7 +189,7 @@ def test_html_report_renders_in_chromium(mixed, tmp_path):
     assert proc.returncode == 0 and shot.read_bytes()[:8] == PNG, proc.stderr[-2000:]
     pixels = matplotlib.image.imread(shot)[..., :3]
     assert pixels.shape[:2] == (2600, 1280)
-    hybrid = (0.839, 0.153, 0.157)  # tab:red, the hybrid mode's markers in the summary plot
+    hybrid = plots.colour("hybrid")  # the hybrid mode's markers in the summary plot
     close = (abs(pixels - hybrid) < 0.04).all(axis=-1)
     assert close.sum() > 50, "the summary plot did not render"
     rows = (pixels < 0.5).all(axis=-1).any(axis=1)  # rows of the page with dark text

@@ -37,8 +37,13 @@ def mode_names(args) -> list[str]:
     return names
 
 
-def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
-    """The modes asked for (--modes), the container ones on `climstack image`'s image."""
+def _prefix(prefixes: dict[str, Path], package: str) -> str | None:
+    return str(prefixes[package]) if package in prefixes else None
+
+
+def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> list[modes.Mode]:
+    """The modes asked for (--modes), the container ones on `climstack image`'s image, with
+    the runs' directory `work` bound in (the files the I/O benchmarks write)."""
     names = mode_names(args)
     launcher = launchers.get("mpiexec").argv(args.ranks)
     chosen = [modes.native(launcher, prefixes)] if "native" in names else []
@@ -47,11 +52,13 @@ def local_modes(args, prefixes: dict[str, Path]) -> list[modes.Mode]:
         target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
         no_home = runtimes.get(args.runtime).env(home=False)
         env = {**os.environ, **no_home}  # the process runner sets USER
+        # the host's NetCDF is the local environment's build (HDF5: the site's external)
+        host_netcdf = {**modes.HOST_NETCDF, "netcdf": _prefix(prefixes, "netcdf-c")}
         for name in (n for n in modes.CONTAINER_MODES if n in names):
             chosen.append(
                 modes.container(
                     name, image_dir, launcher, args.ranks, args.runtime, target,
-                    args.fabric_prefix, env,
+                    args.fabric_prefix, env, host_netcdf, work,
                 )  # fmt: skip
             )
     return chosen

@@ -4,11 +4,14 @@
 - bind: the image's build with the host MPI bound in (`climstack bind`'s plan), xpmem stub
   in DT_NEEDED;
 - bind-noxpmem: the same, the executable as built, without libxpmem.so.0 (image.NOXPMEM);
+- bind-host-netcdf: bind, plus the host's NetCDF and HDF5 bound over the image's (the
+  ARCHER2 guide's "container + host NetCDF"; only for the benchmarks that use NetCDF);
 - hybrid: the image's build on the image's own MPI;
 - fabric: the image's MPI over the host's libfabric.
 
 Container modes launch one container per rank from the host's `mpiexec`, as on a Cray;
-under Charliecloud the ranks of the node join one container (`ch-run --join`).
+under Charliecloud the ranks of the node join one container (`ch-run --join`). Each
+program is verified under its mode's plan (`climstack verify`) before it runs.
 """
 
 from dataclasses import dataclass
@@ -16,11 +19,14 @@ from pathlib import Path, PurePosixPath
 
 from climstack.bench.records import MODES
 from climstack.bind import loader, plan
+from climstack.check import verify
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
 from climstack.launch import launch, launchers, runtimes
 
 CONTAINER_MODES = MODES[1:]
+#: bind-host-netcdf's host families: the site's NetCDF and HDF5 externals
+HOST_NETCDF = {"netcdf": None, "hdf5": None}
 
 
 @dataclass
@@ -29,10 +35,11 @@ class Mode:
 
     name: str
     runtime: str
-    wrap: callable  # program argv -> argv
+    wrap: callable  # program argv, cwd=None -> argv (cwd: where it starts, in a container)
     locate: callable  # benchmark -> program path; LookupError(why) if this mode lacks it
     env: dict | None = None
     unavailable: str = ""  # why the mode cannot run at all (every run reports it)
+    netcdf_only: bool = False  # only for the benchmarks that use NetCDF
 
 
 def native(launcher: list[str], prefixes: dict[str, Path]) -> Mode:
@@ -43,7 +50,7 @@ def native(launcher: list[str], prefixes: dict[str, Path]) -> Mode:
             raise LookupError(f"{benchmark.package} is not installed")
         return str(prefixes[benchmark.package] / benchmark.argv[0])
 
-    return Mode("native", "none", lambda program: [*launcher, *program], locate)
+    return Mode("native", "none", lambda program, cwd=None: [*launcher, *program], locate)
 
 
 def in_image(image_dir: Path, path: str) -> str | None:
@@ -61,35 +68,57 @@ def container(
     target: str | None = None,
     fabric_prefix: str | None = None,
     env: dict | None = None,
+    host_netcdf: dict[str, str | None] | None = None,
+    work: Path | None = None,
 ) -> Mode:
     """Mode `name` of CONTAINER_MODES on `image_dir` (`climstack image`; `target`: the SIF
-    Apptainer runs, made from it), with the local site's plan for the mode."""
+    Apptainer runs, made from it), with the local site's plan for the mode; bind-host-netcdf
+    binds the families `host_netcdf` ({name: prefix or None for the site's external}); the
+    directory `work`, where the runs write, is bound at its own path (the runtime starts
+    in the host's working directory when the container has it)."""
     plan_mode = "bind" if name.startswith("bind") else name
+    families = (host_netcdf or HOST_NETCDF) if name == "bind-host-netcdf" else None
     chosen = runtimes.get(runtime)
     try:
         made = plan.make_plan(
-            "local", plan_mode, loader.View(), runtime=runtime, fabric_prefix=fabric_prefix
+            "local",
+            plan_mode,
+            loader.View(),
+            runtime=runtime,
+            fabric_prefix=fabric_prefix,
+            with_families=families,
         )
         made = plan.write(made, plan.default_directory(made))
+        if work:  # this comparison's, not the plan's: not in the written plan
+            work.mkdir(parents=True, exist_ok=True)
+            made.binds.append([str(work), str(work)])
         chosen.prepare_image(made, image_dir)  # the mount points ch-run cannot create
     except ClimstackError as err:
         reason = f"no {plan_mode} plan: {err.message}" + (f"; fix: {err.fix}" if err.fix else "")
-        return Mode(name, runtime, list, list, unavailable=reason)
+        return Mode(name, runtime, list, list, unavailable=reason, netcdf_only=bool(families))
     given = launchers.given(launcher)
 
-    def wrap(program):  # the node's ranks share one container where the runtime can
-        return launch.command(made, chosen, given, target or image_dir, program, ranks, join=ranks)
+    def wrap(program, cwd=None):  # the node's ranks share one container where it can
+        image_path = target or image_dir
+        return launch.command(made, chosen, given, image_path, program, ranks, ranks, cwd)
 
     def locate(benchmark):
         path = in_image(image_dir, f"{image.VIEW}/{benchmark.argv[0]}")
         if not path:
             raise LookupError(
-                f"{benchmark.package} is not in the image: it carries the probes and the MPI "
-                "benchmarks (slice mpi-bench); the I/O benchmarks need HDF5, which has no "
-                "offline source here"
+                f"{benchmark.package} is not in the image: its slice "
+                f"{image.SLICE['CLIMSTACK_IMAGE_SLICE']} holds the probes, the MPI benchmarks "
+                "and the C side of the climate stack; the Fortran side needs an MPICH with "
+                "Fortran bindings, which the image's (PyPI's wheel) has not: a recipe's "
+                "slice=all image builds it (docs/containers.md)"
             )
         if name == "bind-noxpmem" and not (path := in_image(image_dir, image.NOXPMEM + path)):
             raise LookupError(f"the image has no copy of {benchmark.argv[0]} without xpmem")
+        report = verify.check(path, made, image_dir)  # before it runs: refused, not crashed
+        if not report.ok:
+            raise LookupError(
+                f"verify refuses {path} under the {name} plan: " + "; ".join(report.problems)
+            )
         return path
 
-    return Mode(name, runtime, wrap, locate, env)
+    return Mode(name, runtime, wrap, locate, env, netcdf_only=bool(families))

@@ -16,7 +16,7 @@ class Record:
     bytes: int | None  # message or data size; None where the benchmark has one size
     ranks: int
     nodes: int
-    mode: str  # native, bind, bind-noxpmem, hybrid, fabric
+    mode: str  # native, bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric
     runtime: str  # none, charliecloud, apptainer
     site: str
     metric: str  # latency, bandwidth, rate, time
@@ -50,11 +50,23 @@ class Problem:
 
 COLUMNS = [field.name for field in fields(Record)]
 #: the run modes, in the order tables and plots show them (climstack.bench.modes)
-MODES = ("native", "bind", "bind-noxpmem", "hybrid", "fabric")
+MODES = ("native", "bind", "bind-noxpmem", "bind-host-netcdf", "hybrid", "fabric")
+#: mode -> (what runs, the name the field's publications give it)
+MODE_NAMES = {
+    "native": ("the host's build on the host MPI", "native"),
+    "bind": ("the image's build, the host MPI bound in", "container (bind model)"),
+    "bind-noxpmem": ("bind, the executable without libxpmem.so.0", "container without xpmem"),
+    "bind-host-netcdf": (
+        "bind, plus the host's NetCDF and HDF5 bound over the image's",
+        "container + host NetCDF",
+    ),
+    "hybrid": ("the image's build on the image's own MPI", "hybrid model"),
+    "fabric": ("the image's MPI over the host's libfabric", "CSCS Container Engine's default"),
+}
 
 
-def ordered_modes(records: list[Record]) -> list[str]:
-    """The modes present, in MODES order, then any other."""
+def ordered_modes(records: list) -> list[str]:
+    """The modes of the records (or failures) present, in MODES order, then any other."""
     seen = {r.mode for r in records}
     return [m for m in MODES if m in seen] + sorted(seen - set(MODES))
 

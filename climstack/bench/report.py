@@ -13,7 +13,7 @@ from pathlib import Path
 
 from climstack.bench import formats, headline, page
 from climstack.bench.ratios import noisy, paired_ratio
-from climstack.bench.records import Failure, Problem, Record, ordered_modes
+from climstack.bench.records import MODE_NAMES, Failure, Problem, Record, ordered_modes
 from climstack.common import atomic
 
 BASELINE = headline.BASELINE
@@ -118,6 +118,9 @@ def blocks(records, failures, problems, plots: dict[str, Path]) -> list[tuple]:
     ]
     if rows:
         out += [("table", *headline.table(rows)), ("p", headline.EXPLAINED)]
+    if modes := ordered_modes([*records, *failures]):
+        legend = [[m, *MODE_NAMES.get(m, ("-", "-"))] for m in modes]
+        out += [("table", ["mode", "what runs", "published as"], legend)]
     else:
         out += [("p", "No results to compare: no benchmark output was read.")]
     if "summary" in plots:

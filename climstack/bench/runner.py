@@ -20,6 +20,7 @@ class Benchmark:
     package: str
     argv: tuple[str, ...]  # program relative to the package prefix, then its arguments
     workdir: str | None = None  # a subdirectory the program needs in its working directory
+    netcdf: bool = False  # uses NetCDF: also runs in the modes that bind the host's
 
     @property
     def family(self) -> str:
@@ -44,8 +45,9 @@ LOCAL = (
         "netcdf-bench",
         "netcdf-bench",
         ("bin/benchtool", "-n=1", "-p={ranks}", "-w", "-r", "-d=8:128:128:32", "-f=bench.nc"),
+        netcdf=True,
     ),
-    Benchmark("benchio", "benchio", ("bin/benchio.x",), workdir="benchio_files"),
+    Benchmark("benchio", "benchio", ("bin/benchio.x",), workdir="benchio_files", netcdf=True),
 )
 
 
@@ -61,10 +63,11 @@ def run_all(
     """Run each benchmark in each mode `repeats` times, alternating; returns the raw files."""
     raw, written = out / "raw", []
     raw.mkdir(parents=True, exist_ok=True)
-    total, done = repeats * len(modes) * len(benchmarks), 0
+    runs = [(b, [m for m in modes if b.netcdf or not m.netcdf_only]) for b in benchmarks]
+    total, done = repeats * sum(len(of) for _, of in runs), 0
     for repeat in range(1, repeats + 1):
-        for benchmark in benchmarks:
-            for mode in modes:  # modes alternate within a repeat: A B A B
+        for benchmark, its_modes in runs:
+            for mode in its_modes:  # modes alternate within a repeat: A B A B
                 done += 1
                 path = raw / f"{benchmark.name}.{mode.name}.r{repeat}.out"
                 header = (
@@ -82,6 +85,11 @@ def run_all(
     return written
 
 
+def work_root(out: Path) -> Path:
+    """Where each benchmark runs, in its own directory (the files it writes)."""
+    return out / "work"
+
+
 def _run_one(benchmark, mode, out, ranks, timeout) -> str:
     failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode.name} reason="
     if mode.unavailable:
@@ -91,13 +99,18 @@ def _run_one(benchmark, mode, out, ranks, timeout) -> str:
     except LookupError as why:
         return failed + shlex.quote(str(why)) + "\n"
     program += [arg.format(ranks=ranks) for arg in benchmark.argv[1:]]
-    work = out / "work" / benchmark.name
+    work = work_root(out) / benchmark.name
     (work / (benchmark.workdir or "")).mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     try:
         what = f"{benchmark.name} ({mode.name})"
         proc = process.run(
-            mode.wrap(program), what, cwd=work, timeout=timeout, env=mode.env, check=False
+            mode.wrap(program, cwd=str(work)),
+            what,
+            cwd=work,
+            timeout=timeout,
+            env=mode.env,
+            check=False,
         )
     except ClimstackError as err:  # not found, or no result within the timeout
         return failed + shlex.quote(err.message[:300]) + "\n"

@@ -9,6 +9,8 @@ from climstack.bind import elf, families, loader
 from climstack.bind.plan import LINKS_DIR, Plan
 
 HDF5_OVERRIDE = "HDF5_DISABLE_VERSION_CHECK"
+#: what code compiled against HDF5's headers calls first (H5open's macro)
+VERSION_CHECK = "H5check_version"
 
 
 def _from_links(library: loader.Library) -> bool:
@@ -80,6 +82,16 @@ def check_hdf5(own: loader.Closure, planned: loader.Closure, plan: Plan) -> tupl
     theirs, ours = elf.hdf5_version(image.host), elf.hdf5_version(loaded.host)
     report = {"image": theirs, "host": ours}
     if not theirs or not ours or theirs == ours:
+        return report, []
+    # only code compiled against the image's HDF5 headers checks the version: when every
+    # caller is bound from the host (its NetCDF with its HDF5), nothing of the image does
+    callers = [
+        lib.path
+        for lib in [planned.root, *planned.libraries.values()]
+        if not _from_links(lib) and VERSION_CHECK in lib.info.imports
+    ]
+    if not callers:
+        report["callers"] = "none from the image: the host's own libraries call HDF5"
         return report, []
     if theirs.split(".")[:2] != ours.split(".")[:2]:
         return report, [

@@ -3,15 +3,19 @@
 Apptainer is not installable here, so the stand-in is an unprivileged Charliecloud image:
 a Debian 12 root filesystem (mmdebstrap; the recipe's base is debian:12 too) holding the
 recipe's %files at the same places, in which our Spack installs the container environment's
-slice `mpi-bench` (xpmem-stub, mpi-probe, OSU and mpiBench) into the recipe's prefixes
+slice `io` (xpmem-stub, mpi-probe, OSU, mpiBench, HDF5, NetCDF-C and NetCDF-Bench) into the
+recipe's prefixes
 (/opt/software, view /opt/views/view), then links libxpmem.so.0 exactly as the recipe's
 %post does, keeping each executable as built, without it, under NOXPMEM (the benchmarks'
 bind-noxpmem control). The differences: MPICH is PyPI's relocatable mpich wheel declared
 external (containers/local-image), because upstream tarballs cannot be downloaded here, and
-the benchmarks' sources come from the offline routes (site/offline, the source mirror).
+the sources come from the offline routes (site/offline; the source mirror, which Debian's
+byte-identical orig tarballs fill). PyPI's MPICH has no Fortran bindings, hence the slice
+without the Fortran side (netcdf-fortran, benchio).
 """
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -21,9 +25,10 @@ import yaml
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.common import cache, process, progress, stamp
+from climstack.common import cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
-from climstack.stack import bench_sources, containers, environments, recipes
+from climstack.stack import bench_sources, containers, environments, recipes, source_mirror
+from climstack.stack.debian_sources import DebianSources
 
 BASE_PACKAGES = (
     "build-essential",
@@ -33,6 +38,10 @@ BASE_PACKAGES = (
     "file",
     "ca-certificates",
     "binutils",
+    "cmake",
+    "pkgconf",
+    "zlib1g-dev",
+    "libbz2-dev",
 )
 WHEEL_MPICH = "3.4.3"
 WHEEL_SCOPE = pins.PROJECT_ROOT / "containers" / "local-image"
@@ -43,9 +52,11 @@ VIEW = "/opt/views/view"
 OFFLINE_SCOPE = pins.PROJECT_ROOT / "site" / "offline"
 #: where the executables live as built, before libxpmem.so.0 is linked (their image path below)
 NOXPMEM = "/opt/climstack/noxpmem"
-#: the probes and the MPI benchmarks (environments/stack.yaml: image_specs), as the recipe's
-#: `slice` argument
-SLICE = {"CLIMSTACK_IMAGE_SLICE": "mpi-bench"}
+#: the probes, the MPI benchmarks and the C side of the climate stack (environments/stack.yaml:
+#: image_specs), as the recipe's `slice` argument
+SLICE = {"CLIMSTACK_IMAGE_SLICE": "io"}
+#: the image environment's mirror of earlier image builds' binaries (builds_mirror)
+BUILDS_MIRROR = "image-builds"
 #: what the build stage leaves beside the view; a change rebuilds cached images
 STAGE_OUTPUTS = ("/opt/climstack/environment-hash", f"{IMAGE_ENV}/environment_modifications.sh")
 
@@ -74,15 +85,6 @@ def base_rootfs() -> Path:
         return entry.build(fill)
 
 
-def pip_install(requirement, prefix: Path) -> None:
-    """`pip install --prefix`, not `--target`: wheels keep their libraries in the data
-    scheme (prefix/lib), which `--target` silently drops."""
-    command = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile"]
-    process.run(
-        [*command, "--prefix", prefix, requirement], f"pip install of {requirement}", timeout=900
-    )
-
-
 def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
     """PyPI's mpich wheel, downloaded once into the user cache (wheels/mpich-VERSION-wheel/)."""
     entry = cache.Entry(pins.cache_dir() / "wheels" / f"mpich-{version}-wheel", version)
@@ -98,7 +100,7 @@ def add_wheel_mpich(root: Path) -> None:
     """PyPI's MPICH wheel at /opt/mpich-<v> of a root filesystem, and the scope declaring it
     external at WHEEL_SCOPE_IN_IMAGE."""
     shutil.copytree(WHEEL_SCOPE, root / WHEEL_SCOPE_IN_IMAGE.lstrip("/"))
-    pip_install(mpich_wheel(), root / f"opt/mpich-{WHEEL_MPICH}")
+    wheels.pip_install(mpich_wheel(), root / f"opt/mpich-{WHEEL_MPICH}")
 
 
 def recipe_files(recipe_text: str) -> list[tuple[str, str]]:
@@ -112,7 +114,26 @@ def slice_manifest(recipe_text: str) -> str:
     manifest = yaml.safe_load(containers.embedded_manifest(recipe_text))
     # first: highest precedence
     manifest["spack"]["include"][:0] = ["../local-image", "../../site/offline"]
+    mirrors = manifest["spack"].setdefault("mirrors", {})
+    mirrors[BUILDS_MIRROR] = {"url": str(builds_mirror()), "signed": False}
     return yaml.safe_dump(manifest, sort_keys=False)
+
+
+def builds_mirror() -> Path:
+    """The buildcache of what image builds compiled (HDF5 takes minutes): an image rebuilt
+    for a change elsewhere installs the same specs from it in seconds."""
+    return pins.cache_dir() / "image-buildcache"
+
+
+def fill_sources(env_dir: Path) -> None:
+    """The slice's sources Spack cannot download here, into the local source mirror:
+    Debian's byte-identical orig tarballs (HDF5, NetCDF-C) and the benchmarks' git versions."""
+    mirror = bench_sources.local_mirror()
+    source_mirror.fill_from_debian(env_dir, mirror, DebianSources(suites=("trixie",)))
+    lock = json.loads((env_dir / "spack.lock").read_text())
+    present = {node["name"] for node in lock["concrete_specs"].values()}
+    git = [source.package for source in bench_sources.GIT_SOURCES if source.package in present]
+    bench_sources.fill_git(env_dir, mirror, git)
 
 
 def _ch_run(image: Path, *command: str, cwd: str = "/") -> process.CompletedProcess:
@@ -175,11 +196,13 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
         spack = str(gateway.SPACK)
         with progress.step("concretizing the image's environment in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
-        mpi_benchmarks = environments.definition("mpi_benchmarks")
-        with progress.step("archiving the MPI benchmarks' git sources into the source mirror"):
-            bench_sources.fill_git(env_in_image, bench_sources.local_mirror(), mpi_benchmarks)
-        with progress.step("installing the probes and the MPI benchmarks in ch-run"):
+        with progress.step("filling the source mirror for the image's slice"):
+            fill_sources(env_in_image)
+        with progress.step(f"installing the slice {SLICE['CLIMSTACK_IMAGE_SLICE']} in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
+        with progress.step("keeping the builds for the next image (spack buildcache push)"):
+            push = ["buildcache", "push", "--unsigned", "--update-index", BUILDS_MIRROR]
+            _ch_run(work, spack, "-e", IMAGE_ENV, *push)
         stub = _ch_run(work, spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub").stdout.strip()
         _ch_run(
             work,

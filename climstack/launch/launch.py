@@ -12,11 +12,12 @@ from climstack.launch.runtimes.base import Runtime
 
 
 def command(
-    plan, runtime: Runtime, launcher: Launcher, image, argv: list[str], ranks=1, join=0
+    plan, runtime: Runtime, launcher: Launcher, image, argv: list[str], ranks=1, join=0, cwd=None
 ) -> list[str]:
     """The host command line: `argv` in `image` on `ranks` ranks; `join`: ranks of a node
-    that may share one container (where the runtime can)."""
-    return [*launcher.argv(ranks), *runtime.exec_args(plan, str(image), argv, join=join)]
+    that may share one container (where the runtime can); `cwd`: where it starts in it."""
+    exec_args = runtime.exec_args(plan, str(image), argv, join=join, cwd=cwd)
+    return [*launcher.argv(ranks), *exec_args]
 
 
 def launch(

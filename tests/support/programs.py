@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack import pins
-from climstack.common import atomic, stamp
+from climstack.common import atomic, stamp, wheels
 from climstack.image import image
 from climstack.launch import sid_apptainer
 
@@ -33,13 +33,7 @@ WHEELS = {
 
 def wheel(key: str) -> Path:
     """Prefix holding the installed wheel (bin/, lib/), downloaded once."""
-    name, version = WHEELS[key]
-    final = pins.cache_dir() / "wheels" / f"{name}-{version}"
-
-    def fill(work: Path):
-        image.pip_install(f"{name}=={version}", work)
-
-    return atomic.directory(final, fill)
+    return wheels.installed(*WHEELS[key])
 
 
 @dataclass

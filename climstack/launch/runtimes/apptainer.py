@@ -45,7 +45,9 @@ class Apptainer(Runtime):
                 lines.append(f"export {prefix}ENV_{key}={shlex.quote(value)}")
         return "\n".join(lines) + "\n"
 
-    def exec_args(self, plan, image: str, command: list[str], join: int = 0) -> list[str]:
+    def exec_args(
+        self, plan, image: str, command: list[str], join: int = 0, cwd: str | None = None
+    ) -> list[str]:
         """`<runtime> exec` with the binds and variables as options; one container per
         rank (`join` is ignored)."""
         self.check_bind_paths(plan)
@@ -54,6 +56,8 @@ class Apptainer(Runtime):
             args += ["-B", f"{src}:{dst}"]
         for key, value in plan.runtime_env().items():
             args += ["--env", f"{key}={value}"]
+        if cwd:
+            args += ["--pwd", cwd]
         return [*args, image, *command]
 
     def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:

@@ -37,10 +37,12 @@ class Runtime(ABC):
                     )
 
     @abstractmethod
-    def exec_args(self, plan, image: str, command: list[str], join: int = 0) -> list[str]:
+    def exec_args(
+        self, plan, image: str, command: list[str], join: int = 0, cwd: str | None = None
+    ) -> list[str]:
         """The host command that runs `command` in `image` under the plan, one rank's;
         `join` > 0: that many ranks of a node may share one container, where the runtime
-        can (otherwise it is ignored)."""
+        can (otherwise it is ignored); `cwd`: the working directory in the container."""
 
     @abstractmethod
     def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:

@@ -17,7 +17,9 @@ class Charliecloud(Runtime):
     image_format = "directory"
     local = 1
 
-    def exec_args(self, plan, image: str, command: list[str], join: int = 0) -> list[str]:
+    def exec_args(
+        self, plan, image: str, command: list[str], join: int = 0, cwd: str | None = None
+    ) -> list[str]:
         """`ch-run` of command in the image under the plan; `join` > 0: that many ranks of a
         node share one container (`--join`, a tag unique to this launch), which lets MPI use
         the single-copy shared-memory paths that separate user namespaces forbid."""
@@ -29,6 +31,8 @@ class Charliecloud(Runtime):
             args.append(f"--bind={src}:{dst}")
         for key, value in plan.runtime_env(joined=bool(join)).items():
             args.append(f"--set-env={key}={value}")
+        if cwd:  # ch-run starts in / otherwise
+            args.append(f"--cd={cwd}")
         return [*args, image, "--", *command]
 
     def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:

@@ -25,8 +25,15 @@ class Double(Runtime):
             *(f"{k}={v}" for k, v in env.items()),
         ]
 
-    def exec_args(self, plan, image: str, command: list[str], join: int = 0) -> list[str]:
-        return ["env", *self._variables(plan, image, bool(join)), *command]
+    def exec_args(
+        self, plan, image: str, command: list[str], join: int = 0, cwd=None
+    ) -> list[str]:
+        return [
+            "env",
+            *(["-C", cwd] if cwd else []),
+            *self._variables(plan, image, bool(join)),
+            *command,
+        ]
 
     def exports(self, plan) -> str:
         return "".join(f"export {shlex.quote(v)}\n" for v in self._variables(plan, "-"))
