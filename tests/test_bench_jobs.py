@@ -242,7 +242,8 @@ def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp
         # a run that failed may leave a partial output ("no results"), nothing else
         assert all("no results" in p.message for p in problems), problems
         native = {r.operation for r in records if r.mode == "native" and r.metric == "rate"}
-        assert native == ({"Serial", "MPI-IO", "HDF5", "NetCDF"} if io else {"write", "read"})
+        wanted = {"Serial", "MPI-IO", "HDF5", "NetCDF"} if io else {"write", "read"}
+        assert native == wanted, (failures, problems, output[-3000:])
     # benchio ran in a directory of its own below the submit directory
     assert list(cluster.dir.glob("benchio-*/benchio_files"))
 
@@ -287,11 +288,12 @@ def test_the_stripe_sweep_calls_lfs_before_each_set_of_runs(cluster, local_image
     ]
     records, failures, problems = collect.read_paths([out])
     native = {r.operation for r in records if r.mode == "native" and r.metric == "rate"}
+    context = (failures, problems, output[-3000:])  # what ran, should a run fail
     assert native == {
         f"{layer} (lfs -c {count} -S 1M)"
         for layer in ("Serial", "MPI-IO", "HDF5", "NetCDF")
         for count in (1, -1)
-    }
+    }, context
     assert all("no results" in p.message for p in problems), problems
     assert {f.mode for f in failures} <= {"hybrid"}
     assert all("(lfs setstripe -c " in f.reason for f in failures)
