@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "climstack.cli.container_smoke",
     "climstack.cli.registry_smoke",
     "climstack.cli.bench",
+    "climstack.cli.run_case",
 )
 
 
