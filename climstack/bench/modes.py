@@ -95,7 +95,11 @@ def container(
         chosen.prepare_image(made, image_dir)  # the mount points ch-run cannot create
     except ClimstackError as err:
         reason = f"no {plan_mode} plan: {err.message}" + (f"; fix: {err.fix}" if err.fix else "")
-        return Mode(name, runtime, list, list, unavailable=reason, netcdf_only=bool(families))
+
+        def refuse(*_, **__):
+            raise LookupError(reason)
+
+        return Mode(name, runtime, refuse, refuse, unavailable=reason, netcdf_only=bool(families))
     given = launchers.given(launcher)
 
     def wrap(program, cwd=None):  # the node's ranks share one container where it can
