@@ -5,6 +5,7 @@ virtual nodes (n1, n2) on 127.0.0.1, all state in one temporary directory, free 
 (by its pid) and is safe to call twice, also after a failed start.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -162,6 +163,17 @@ class Cluster:
         _terminate([pid_file for name, pid_file in self.pids if name != "munged"])
         _terminate([pid_file for name, pid_file in self.pids if name == "munged"])
         self.pids.clear()
+
+
+@contextlib.contextmanager
+def started(directory: Path):
+    """A cluster in `directory`, up for the block, its daemons stopped after it."""
+    instance = Cluster(directory)
+    try:
+        instance.start()
+        yield instance
+    finally:
+        instance.stop()
 
 
 def _terminate(pid_files: list[Path], timeout: float = 10) -> None:

@@ -200,12 +200,8 @@ def cluster(tmp_path_factory):
     missing = slurm_cluster.missing_binaries()
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (Debian slurm-wlm, munge: bin/setup)")
-    instance = slurm_cluster.Cluster(tmp_path_factory.mktemp("slurm") / "cluster")
-    try:
-        instance.start()
+    with slurm_cluster.started(tmp_path_factory.mktemp("slurm") / "cluster") as instance:
         yield instance
-    finally:
-        instance.stop()
 
 
 @pytest.fixture(scope="module")

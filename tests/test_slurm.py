@@ -31,12 +31,8 @@ def cluster(tmp_path_factory):
             f"needs {', '.join(missing)} (Debian slurm-wlm, munge, charliecloud, "
             "mmdebstrap: bin/setup installs them)"
         )
-    instance = slurm_cluster.Cluster(tmp_path_factory.mktemp("slurm") / "cluster")
-    try:
-        instance.start()
+    with slurm_cluster.started(tmp_path_factory.mktemp("slurm") / "cluster") as instance:
         yield instance
-    finally:
-        instance.stop()
 
 
 def plan_for(mode, image, tmp_path):
