@@ -66,7 +66,8 @@ def rates(records, benchmark) -> None:
 
 
 def io_ratios(records, benchmark) -> None:
-    """Each operation's rate in each container mode vs native, paired by repeat."""
+    """Each operation's rate in each container mode vs native, paired by repeat (a rate
+    ratio: above 1, the mode is faster)."""
     by = defaultdict(dict)
     for r in records:
         if r["benchmark"] == benchmark and r["unit"] == "MiB/s":
@@ -76,8 +77,9 @@ def io_ratios(records, benchmark) -> None:
         if mode == "native" or not native or not (ratio := paired_ratio(values, native)):
             continue
         print(
-            f"{benchmark:>12} {operation:<8} {mode + '/native':<24} median {ratio[0]:.3f} "
-            f"[{ratio[1]:.3f}-{ratio[2]:.3f}] over {len(values.keys() & native.keys())} pairs"
+            f"{benchmark:>12} {operation:<8} rate {mode + '/native':<24} median {ratio[0]:.3f} "
+            f"[{ratio[1]:.3f}-{ratio[2]:.3f}] over {len(values.keys() & native.keys())} pairs "
+            "(above 1: faster)"
         )
 
 
