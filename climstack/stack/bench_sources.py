@@ -25,6 +25,7 @@ ones air-gapped centres use. Nothing fetched is committed to this repository.
 import hashlib
 import json
 import os
+import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -201,10 +202,21 @@ def git_environ() -> dict:
     return env
 
 
+def _copied_from_site_mirror(final: Path, mirror_dir: Path) -> bool:
+    """Copy the file at final's place in the site's source mirror (local_mirror) to final,
+    as `spack mirror create` fetches through the configured mirrors: no git needed."""
+    kept = local_mirror() / final.relative_to(mirror_dir)
+    if kept.resolve() == final.resolve() or not kept.is_file():
+        return False
+    final.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(kept, final)
+    return True
+
+
 def place_patch(patch: GitPatch, mirror_dir: Path) -> Path:
     """The patch, made from its package's git repository, in mirror_dir (once)."""
     final = patch.mirror_path(mirror_dir)
-    if final.is_file():
+    if final.is_file() or _copied_from_site_mirror(final, mirror_dir):
         return final
     source = next(s for s in GIT_SOURCES if s.package == patch.package)
     env = {**os.environ, **git_environ()}
@@ -303,7 +315,7 @@ def assemble(package: str, mirror_dir: Path) -> Path:
     source = next(s for s in GIT_SOURCES if s.package == package)
     owner_repo = source.upstream.removeprefix("https://github.com/")
     final = mirror_dir / "_source-cache" / "git" / owner_repo / f"{commit}.tar.gz"
-    if final.is_file():
+    if final.is_file() or _copied_from_site_mirror(final, mirror_dir):
         return final
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
