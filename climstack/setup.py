@@ -21,7 +21,7 @@ from climstack import spack as gateway
 from climstack.common import atomic, cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.launch import sid_apptainer
-from climstack.stack import bench_sources
+from climstack.stack import develop_trees
 
 CLONE_TIMEOUT_S = 900
 
@@ -210,7 +210,7 @@ def main() -> int:
         configure_spack(spack_root)
         byte_compile(pins.PROJECT_ROOT / "climstack")
         find_local_externals()
-        bench_sources.ensure_develop_trees()
+        develop_trees.ensure_develop_trees()
         if not shutil.which("apptainer"):  # ARCHER2 and Gaea have their own
             sid_apptainer.ensure_rootfs()
     except ClimstackError as err:

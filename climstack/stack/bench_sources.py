@@ -6,9 +6,7 @@ ones air-gapped centres use. Nothing fetched is committed to this repository.
   because OSU publishes tarballs only on its own site). `spack mirror create` fills the
   site's source mirror; git's `url.<override>.insteadOf` maps each upstream URL to the one
   in CLIMSTACK_<NAME>_GIT, so the tarballs land where Spack looks for the upstream URL.
-- **a develop tree** (netcdf-fortran: no archive with a recipe checksum exists here, Debian
-  repacks it): Debian's source tree, unpacked once, declared by a `develop:` scope that
-  site/local includes (CLIMSTACK_NETCDF_FORTRAN_TREE points at another tree).
+- **a develop tree** (netcdf-fortran): climstack.stack.develop_trees.
 - netcdf-c's archive comes from Debian byte-identical (climstack.stack.source_mirror).
 - the model, MOM6: its recipe pins a commit with submodules (CVMix-src, GSW-Fortran).
   `spack mirror create` would clone each in full (`git submodule update` through the same
@@ -32,13 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-import yaml
 
 from climstack import pins
 from climstack.common import atomic, cache, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.spack import DEFAULT, Spack
-from climstack.stack import source_mirror
+from climstack.stack import develop_trees, source_mirror
 from climstack.stack.debian_sources import DebianSources
 
 
@@ -104,84 +101,6 @@ GIT_PATCHES = (
         "07d5b68838bba61ee547bd4cd7c12d81228c91a80a966b8693694fa236d0ac30",
     ),
 )
-
-
-@dataclass(frozen=True)
-class DebianTree:
-    """A Debian orig tarball unpacked as a `spack develop` tree."""
-
-    spec: str
-    source: str  # Debian source package
-    version: str
-    filename: str
-    sha256: str
-    suite: str
-    variable: str  # environment variable naming another tree
-
-    @property
-    def package(self) -> str:
-        return self.spec.split("@")[0]
-
-
-NETCDF_FORTRAN = DebianTree(
-    spec="netcdf-fortran@=4.5.4",
-    source="netcdf-fortran",
-    version="4.6.0+really4.5.4+ds-3",
-    filename="netcdf-fortran_4.6.0+really4.5.4+ds.orig.tar.xz",
-    sha256="3f1916a18e5f621327395d614880fe6d41c04fcf142c55ee2fb3c2d3d2240d4a",
-    suite="trixie",
-    variable="CLIMSTACK_NETCDF_FORTRAN_TREE",
-)
-
-
-def develop_scope() -> Path:
-    """The scope site/local includes: `develop:` for the trees below."""
-    return pins.cache_dir() / "local-sources"
-
-
-def _unpacked_tree(tree: DebianTree) -> Path:
-    final = pins.cache_dir() / "dev-sources" / f"{tree.package}-{tree.sha256[:12]}"
-
-    def fill(work: Path):
-        debian = DebianSources(suites=(tree.suite,))
-        debian.update()
-        with tempfile.TemporaryDirectory() as tmp:
-            tarball = debian.download(
-                tree.source, tree.version, tree.filename, tree.sha256, Path(tmp)
-            )
-            if source_mirror.sha256sum(tarball) != tree.sha256:
-                raise ClimstackError(
-                    f"Debian's {tree.filename} does not have sha256 {tree.sha256}",
-                    fix="rerun bin/setup to download it again",
-                )
-            with tarfile.open(tarball) as archive:
-                archive.extractall(work, filter="data")
-        (top,) = [path for path in work.iterdir()]  # one top directory per orig tarball
-        for path in top.iterdir():
-            path.rename(work / path.name)
-        top.rmdir()
-
-    if final.is_dir():
-        return final
-    with progress.step(f"unpacking Debian's {tree.source} {tree.version} for `spack develop`"):
-        return atomic.directory(final, fill)
-
-
-def ensure_develop_trees() -> Path:
-    """Unpack (once) and declare the develop trees; return the scope."""
-    tree = NETCDF_FORTRAN
-    explicit = os.environ.get(tree.variable)
-    path = Path(explicit).resolve() if explicit else _unpacked_tree(tree)
-    if not (path / "configure").is_file():
-        raise ClimstackError(
-            f"{path} (from {tree.variable or 'Debian'}) holds no configure script of "
-            f"{tree.package}",
-            fix=f"point {tree.variable} at an unpacked {tree.package} release tree",
-        )
-    develop = {"develop": {tree.package: {"spec": tree.spec, "path": str(path)}}}
-    text = "# Written by climstack bin/setup; rerun it rather than editing.\n"
-    atomic.write_text(develop_scope() / "develop.yaml", text + yaml.safe_dump(develop))
-    return develop_scope()
 
 
 def _git_url(url: str) -> str:
@@ -384,7 +303,7 @@ def fill(env_dir: Path, mirror_dir: Path) -> None:
                 env_dir, mirror_dir, DebianSources(suites=("trixie",))
             )
             fill_git(env_dir, mirror_dir)
-        elsewhere = (*(s.package for s in GIT_SOURCES), NETCDF_FORTRAN.package)
+        elsewhere = (*(s.package for s in GIT_SOURCES), develop_trees.NETCDF_FORTRAN.package)
         for spec, outcome in sorted(report.items()):
             if "no Debian source" in outcome and not spec.startswith(elsewhere):
                 print(f"source mirror: {spec}: {outcome}")

@@ -1,0 +1,96 @@
+"""A source Spack cannot fetch here as an archive with its recipe's checksum, as a `spack
+develop` tree: netcdf-fortran (Debian repacks it, `+ds`), Debian's orig tarball unpacked
+once and declared by a `develop:` scope that site/local includes
+(CLIMSTACK_NETCDF_FORTRAN_TREE points at another tree). `bin/setup` makes it."""
+
+import os
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from climstack import pins
+from climstack.common import atomic, progress
+from climstack.errors import ClimstackError
+from climstack.stack import source_mirror
+from climstack.stack.debian_sources import DebianSources
+
+
+@dataclass(frozen=True)
+class DebianTree:
+    """A Debian orig tarball unpacked as a `spack develop` tree."""
+
+    spec: str
+    source: str  # Debian source package
+    version: str
+    filename: str
+    sha256: str
+    suite: str
+    variable: str  # environment variable naming another tree
+
+    @property
+    def package(self) -> str:
+        return self.spec.split("@")[0]
+
+
+NETCDF_FORTRAN = DebianTree(
+    spec="netcdf-fortran@=4.5.4",
+    source="netcdf-fortran",
+    version="4.6.0+really4.5.4+ds-3",
+    filename="netcdf-fortran_4.6.0+really4.5.4+ds.orig.tar.xz",
+    sha256="3f1916a18e5f621327395d614880fe6d41c04fcf142c55ee2fb3c2d3d2240d4a",
+    suite="trixie",
+    variable="CLIMSTACK_NETCDF_FORTRAN_TREE",
+)
+
+
+def develop_scope() -> Path:
+    """The scope site/local includes: `develop:` for the trees below."""
+    return pins.cache_dir() / "local-sources"
+
+
+def _unpacked_tree(tree: DebianTree) -> Path:
+    final = pins.cache_dir() / "dev-sources" / f"{tree.package}-{tree.sha256[:12]}"
+
+    def fill(work: Path):
+        debian = DebianSources(suites=(tree.suite,))
+        debian.update()
+        with tempfile.TemporaryDirectory() as tmp:
+            tarball = debian.download(
+                tree.source, tree.version, tree.filename, tree.sha256, Path(tmp)
+            )
+            if source_mirror.sha256sum(tarball) != tree.sha256:
+                raise ClimstackError(
+                    f"Debian's {tree.filename} does not have sha256 {tree.sha256}",
+                    fix="rerun bin/setup to download it again",
+                )
+            with tarfile.open(tarball) as archive:
+                archive.extractall(work, filter="data")
+        (top,) = [path for path in work.iterdir()]  # one top directory per orig tarball
+        for path in top.iterdir():
+            path.rename(work / path.name)
+        top.rmdir()
+
+    if final.is_dir():
+        return final
+    with progress.step(f"unpacking Debian's {tree.source} {tree.version} for `spack develop`"):
+        return atomic.directory(final, fill)
+
+
+def ensure_develop_trees() -> Path:
+    """Unpack (once) and declare the develop trees; return the scope."""
+    tree = NETCDF_FORTRAN
+    explicit = os.environ.get(tree.variable)
+    path = Path(explicit).resolve() if explicit else _unpacked_tree(tree)
+    if not (path / "configure").is_file():
+        raise ClimstackError(
+            f"{path} (from {tree.variable or 'Debian'}) holds no configure script of "
+            f"{tree.package}",
+            fix=f"point {tree.variable} at an unpacked {tree.package} release tree",
+        )
+    develop = {"develop": {tree.package: {"spec": tree.spec, "path": str(path)}}}
+    text = "# Written by climstack bin/setup; rerun it rather than editing.\n"
+    atomic.write_text(develop_scope() / "develop.yaml", text + yaml.safe_dump(develop))
+    return develop_scope()
