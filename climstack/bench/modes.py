@@ -74,8 +74,8 @@ def container(
     """Mode `name` of CONTAINER_MODES on `image_dir` (`climstack image`; `target`: the SIF
     Apptainer runs, made from it), with the local site's plan for the mode; bind-host-netcdf
     binds the families `host_netcdf` ({name: prefix or None for the site's external}); the
-    directory `work`, where the runs write, is bound at its own path (the runtime starts
-    in the host's working directory when the container has it)."""
+    directory `work`, where the runs write, is bound at its own path, and `wrap(program,
+    cwd)` starts the program there (the runtime's own option: ch-run starts in /)."""
     plan_mode = "bind" if name.startswith("bind") else name
     families = (host_netcdf or HOST_NETCDF) if name == "bind-host-netcdf" else None
     chosen = runtimes.get(runtime)
