@@ -15,7 +15,6 @@ without the Fortran side (netcdf-fortran, benchio).
 """
 
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -27,8 +26,7 @@ from climstack import pins
 from climstack import spack as gateway
 from climstack.common import cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
-from climstack.stack import bench_sources, containers, environments, recipes, source_mirror
-from climstack.stack.debian_sources import DebianSources
+from climstack.stack import bench_sources, containers, environments, recipes
 
 BASE_PACKAGES = (
     "build-essential",
@@ -125,17 +123,6 @@ def builds_mirror() -> Path:
     return pins.cache_dir() / "image-buildcache"
 
 
-def fill_sources(env_dir: Path) -> None:
-    """The slice's sources Spack cannot download here, into the local source mirror:
-    Debian's byte-identical orig tarballs (HDF5, NetCDF-C) and the benchmarks' git versions."""
-    mirror = bench_sources.local_mirror()
-    source_mirror.fill_from_debian(env_dir, mirror, DebianSources(suites=("trixie",)))
-    lock = json.loads((env_dir / "spack.lock").read_text())
-    present = {node["name"] for node in lock["concrete_specs"].values()}
-    git = [source.package for source in bench_sources.GIT_SOURCES if source.package in present]
-    bench_sources.fill_git(env_dir, mirror, git)
-
-
 def _ch_run(image: Path, *command: str, cwd: str = "/") -> process.CompletedProcess:
     """Run a command in the image with our Spack, Python and caches bound at their paths."""
     binds = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path(sys.base_prefix)})
@@ -196,8 +183,7 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
         spack = str(gateway.SPACK)
         with progress.step("concretizing the image's environment in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
-        with progress.step("filling the source mirror for the image's slice"):
-            fill_sources(env_in_image)
+        bench_sources.fill(env_in_image, bench_sources.local_mirror())  # the slice's sources
         with progress.step(f"installing the slice {SLICE['CLIMSTACK_IMAGE_SLICE']} in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
         with progress.step("keeping the builds for the next image (spack buildcache push)"):
