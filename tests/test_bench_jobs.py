@@ -23,7 +23,7 @@ from climstack.inputs import sites
 from climstack.stack import environments
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
-SEEDS = {"mpibench-xpmem", "osu-latency", "osu-allgather", "netcdf-bench", "benchio"}
+SEEDS = {"mpibench-xpmem", "osu-latency", "osu-allgather", "netcdf-bench", "benchio", "mom6"}
 
 
 def bash_n(path: Path) -> None:
@@ -87,6 +87,16 @@ def test_archer2_job_scripts_reproduce_the_seed_comparisons(archer2_jobs):
     # the copied Cray tree has the libfabric external: fabric's plan is made, and run
     assert json.loads((out / "plans" / "fabric" / "plan.json").read_text())["mode"] == "fabric"
     assert [h["mode"] for h in headers(netcdf)][-2:] == ["hybrid", "fabric"]
+    # the model: each run in a fresh copy of the case prepared beside the scripts, the
+    # ranks starting there (in the container too), then every mode against native
+    mom6 = scripts["mom6"]
+    assert [h["mode"] for h in headers(mom6)] == ["native", "bind", "hybrid", "fabric"]
+    assert {h["benchmark"] for h in headers(mom6)} == {"fms-clocks"}
+    assert f"case_dir={out / 'cases' / 'mom6'}" in mom6
+    assert mom6.count('cp -r "$case_dir" "$run_dir" && cd "$run_dir"') == 4
+    assert mom6.count('singularity exec "--pwd=$PWD"') == 3
+    assert "#override DAYMAX = 1.0" in (out / "cases" / "mom6" / "MOM_override").read_text()
+    assert 'compare-runs "$bench_dir/native.r$repeat" "$bench_dir/$mode.r$repeat"' in mom6
 
 
 def test_archer2_benchio_sweeps_the_lustre_stripe_settings(archer2_jobs):
@@ -216,8 +226,9 @@ def local_image():
 
 @cpus_alone
 def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp_path):
-    """`climstack bench local --emit`: NetCDF-Bench's and benchio's scripts, one repeat,
-    through Slurm; natively they run and parse, every other mode runs or reports why not."""
+    """`climstack bench local --emit`: NetCDF-Bench's, benchio's and MOM6's scripts, one
+    repeat, through Slurm; natively they run and parse, every other mode runs or reports
+    why not, and MOM6's runs are compared with native's bit for bit."""
     jobs_dir = tmp_path / "jobs"
     proc = subprocess.run(
         [CLIMSTACK, "bench", "local", "--emit", jobs_dir, "--repeats", "1"]
@@ -242,6 +253,18 @@ def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp
         assert native == wanted, (failures, problems, output[-3000:])
     # benchio ran in a directory of its own below the submit directory
     assert list(cluster.dir.glob("benchio-*/benchio_files"))
+    # the model: a run directory per mode, the main loop read back, each container mode's
+    # outputs compared with native's (the local run's own short case)
+    code, output = cluster.sbatch_wait(jobs_dir / "mom6.sh", timeout=900)
+    assert code == 0, output[-3000:]
+    records, failures, _ = collect.read_paths([jobs_dir / "mom6.out"])
+    emitted = [h["mode"] for h in headers((jobs_dir / "mom6.sh").read_text())]
+    ran = {r.mode for r in records if r.operation == "Main loop"}
+    assert "native" in ran and ran | {f.mode for f in failures} == set(emitted)
+    compared = [line for line in output.splitlines() if "bit-identical: " in line]
+    assert len(compared) == len(ran - {"native"}), output[-3000:]
+    assert not any(line.startswith("NOT") for line in compared), compared
+    assert "#override DAYMAX = 0.125" in (jobs_dir / "cases" / "mom6" / "MOM_override").read_text()
 
 
 @cpus_alone

@@ -62,6 +62,19 @@ def mom6(tmp_path_factory) -> str:
     return program
 
 
+def run_case(run_dir: Path, *options) -> str:
+    """`climstack run-case` of the shortened case on 2 ranks; its output."""
+    proc = subprocess.run(
+        [CLIMSTACK, "run-case", "mom6-benchmark", run_dir, "--ranks", "2", *options]
+        + [f"--set={key}={value}" for key, value in SHORT.items()],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def native(ranks: int = 2):
     return cases.native_wrap(launchers.get("mpiexec").argv(ranks))
 
@@ -71,15 +84,7 @@ def two_runs(mom6, tmp_path_factory):
     """The shortened case run twice natively on 2 ranks: once through the command line
     (`climstack run-case`), once through cases.run."""
     top = tmp_path_factory.mktemp("mom6-runs")
-    proc = subprocess.run(
-        [CLIMSTACK, "run-case", "mom6-benchmark", top / "a", "--program", mom6, "--ranks", "2"]
-        + [f"--set={key}={value}" for key, value in SHORT.items()],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "mom6-benchmark: main loop" in proc.stdout
+    assert "mom6-benchmark (native): main loop" in run_case(top / "a", "--program", mom6)
     first = json.loads((top / "a" / cases.RECORD).read_text())
     second = cases.run(cases.get("mom6-benchmark"), top / "b", mom6, native(), SHORT)
     assert json.loads((top / "b" / cases.RECORD).read_text()) == asdict(second)
@@ -196,6 +201,9 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path):
     )
     assert "no such file" in refused(
         "run-case", "mom6-benchmark", run_dir, "--program", tmp_path / "MOM6"
+    )
+    assert "a container mode runs the image's build" in refused(
+        "run-case", "mom6-benchmark", run_dir, "--mode", "bind", "--program", "/bin/true"
     )
     assert not run_dir.exists()
     assert "no run directory of a case" in refused("compare-runs", tmp_path, tmp_path)

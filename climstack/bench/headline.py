@@ -1,6 +1,7 @@
 """The headline a reader wants first: per benchmark and operation group (point-to-point
 latency of small and of large messages, bandwidth, each collective, each I/O layer, the
-model's total runtime), each mode's slowdown against native in one number.
+model's main loop), each mode's slowdown against native in one number; for a model, whether
+each mode's outputs are bit-identical to native's (a note on its cell).
 
 Per repeat, the geometric mean over sizes of the paired ratios mode/native (repeat i of the
 mode with repeat i of native: the runs alternate, so a pair shares the machine's state);
@@ -22,6 +23,7 @@ SMALL = 8192  # bytes: OSU's own line between small and large messages
 POINT_TO_POINT = {"latency", "multi_lat", "PingPong", "PingPing", "Sendrecv", "Exchange"}
 HIGHER_IS_BETTER = {"bandwidth", "rate"}
 BANDWIDTHS = {"bw": "bandwidth", "bibw": "bi-directional bandwidth"}
+MAIN_LOOP = "Main loop"  # the model's time stepping clock (bench.cases.MAIN_LOOP)
 WITHIN = 0.05  # a whole range closer to 1 than this is "within N%"
 EXPLAINED = (
     "Each cell: the verdict, then the time ratio mode/native: per repeat the geometric mean"
@@ -47,6 +49,7 @@ class Cell:
     high: float | None = None
     sizes: int = 0
     repeats: int = 0
+    note: str = ""  # a model's: "bit-identical", or what differs from native
 
 
 @dataclass
@@ -71,8 +74,8 @@ def group_of(r: Record) -> Group | None:
         return Group(r.benchmark, name, 2 if r.operation == "bw" else 3)
     if r.metric == "rate":
         return Group(r.benchmark, f"{r.operation} rate", 5)
-    if r.metric == "time" and r.benchmark == "fms-clocks" and r.operation == "Total runtime":
-        return Group(r.benchmark, "Total runtime (model)", 6)
+    if r.metric == "time" and r.benchmark == "fms-clocks" and r.operation == MAIN_LOOP:
+        return Group(r.benchmark, "main loop (model)", 6)
     return None
 
 
@@ -116,8 +119,10 @@ def cell(records: list[Record], mode: str) -> Cell | None:
     return Cell(verdict(ratio, low, high, len(means)), ratio, low, high, sizes, len(means))
 
 
-def rows(records: list[Record], failures: list[Failure]) -> list[Row]:
-    """One row per group, in the formats' order; a cell per mode other than native."""
+def rows(records: list[Record], failures: list[Failure], notes: dict | None = None) -> list[Row]:
+    """One row per group, in the formats' order; a cell per mode other than native.
+    `notes`: (benchmark, mode) -> a note for that benchmark's cells (bit-identity)."""
+    notes = notes or {}
     modes = [m for m in ordered_modes(records + failures) if m != BASELINE]
     failed = {(f.benchmark, f.mode) for f in failures}
     groups = defaultdict(list)
@@ -137,6 +142,7 @@ def rows(records: list[Record], failures: list[Failure]) -> list[Row]:
                 cells[mode] = cell(mine, mode) or Cell("no native")
             else:
                 cells[mode] = Cell("failed" if (group.benchmark, mode) in failed else "-")
+            cells[mode].note = notes.get((group.benchmark, mode), "")
         sizes = sorted({r.bytes for r in mine if r.bytes is not None})
         out.append(Row(group, sorted({r.ranks for r in mine}), sizes, cells))
     return out
@@ -158,10 +164,11 @@ def sizes_text(sizes: list[int]) -> str:
 
 
 def cell_text(c: Cell) -> str:
+    note = f"; {c.note}" if c.note else ""
     if c.ratio is None:
-        return c.verdict
+        return c.verdict + note
     spread = f" [{c.low:.3f}-{c.high:.3f}]" if c.repeats > 1 else ""
-    return f"**{c.verdict}**: {c.ratio:.3f}{spread}"
+    return f"**{c.verdict}**: {c.ratio:.3f}{spread}{note}"
 
 
 def table(headline: list[Row]) -> tuple[list[str], list[list[str]]]:

@@ -16,14 +16,23 @@ directory and runs `lfs setstripe -c COUNT -S SIZE` on it, and each run's header
 `stripe_count=COUNT stripe_size=SIZE` (the report groups the rates by them); the job stops
 before any run if the directory is not on Lustre. Without `lustre:` it runs as the other
 scripts do and says so in a comment line.
+
+A model's case (MOM6) runs each mode and repeat in a run directory of its own below
+$CLIMSTACK_BENCH_DIR (`mom6-JOBID/MODE.rREPEAT`), copied from the case prepared at emit time
+(DIR/cases/<case>: its inputs and MOM_override with the comparison's settings); the
+ranks start there, in the container too. After the runs the job compares every mode's
+outputs with native's of the same repeat (`climstack compare-runs`, printed in its .out).
 """
 
+import shlex
+import shutil
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from climstack import pins
 from climstack import spack as gateway
-from climstack.bench import runner
+from climstack.bench import cases, runner
 from climstack.bench.collect import HEADER
 from climstack.bind import loader, plan
 from climstack.common import atomic
@@ -68,6 +77,7 @@ class Comparison:
     arguments: tuple[str, ...] = ()  # replacing the local run's (same option names)
     pending: tuple[str, ...] = ()  # seed modes not emitted yet, and why
     stripes: bool = False  # sweeps Lustre's stripe settings where the site has Lustre
+    settings: tuple[str, ...] = ()  # a model case's overrides (the local run's: its own)
 
 
 SEEDS = (
@@ -83,6 +93,11 @@ SEEDS = (
     # EPCC's benchio (serial, MPI-IO, HDF5, NetCDF to one shared file, 128 MiB per rank)
     # in the same modes, over Lustre's stripe counts and sizes where the site has Lustre
     Comparison("benchio", "benchio", 1, 128, IO_MODES, pending=(NATIVE_CCE,), stripes=True),
+    # NOAA/ORNL on Gaea: the ocean of ESM4 natively and in containers; MOM6's benchmark
+    # case at its own size (360x180), one model day, on one node
+    Comparison(
+        "mom6", "mom6", 1, 128, ("native", "bind", "hybrid", "fabric"), settings=("DAYMAX=1.0",)
+    ),
 )
 
 
@@ -159,13 +174,16 @@ def _work_directory(site, comparison, benchmark, lustre) -> tuple[list[str], lis
 
 
 def script(
-    site, comparison, plans, image_path: str, repeats: int, reasons: dict, lustre=None
-) -> str:
+    site, comparison, plans, image_path: str, repeats: int, reasons: dict, lustre=None,
+    case_dir: Path | None = None,
+) -> str:  # fmt: skip
     benchmark = next(b for b in runner.LOCAL if b.name == comparison.benchmark)
     component = slurm.Component(comparison.nodes, comparison.ranks, [])
     lines = slurm.preamble(site, [component], f"bench-{comparison.name}")
     env_dir = environments.resolve(site)
     comments, setup = _work_directory(site, comparison, benchmark, lustre)
+    if benchmark.case:
+        setup = _case_directory(comparison, case_dir)
     settings = stripe_settings(lustre) if comparison.stripes else []
     if settings:
         runs = len(settings) * len([m for m in comparison.modes if m not in reasons]) * repeats
@@ -201,6 +219,12 @@ def script(
             f"nodes={comparison.nodes} site={site} repeat=$repeat"
         )
         command = program(benchmark, mode, comparison.ranks, comparison.arguments)
+        enter = []
+        if benchmark.case:  # a fresh copy of the prepared case, the step's directory
+            enter = [
+                f'run_dir="$bench_dir/{mode}.r$repeat"',
+                'rm -rf "$run_dir" && cp -r "$case_dir" "$run_dir" && cd "$run_dir"',
+            ]
         if mode == "native":
             before, step = [], f"srun {slurm.srun_options(site, component)} " + " ".join(command)
             header += " runtime=none"
@@ -208,15 +232,50 @@ def script(
             made = plans["bind" if mode == "bind-noxpmem" else mode]
             shape = [(component.ntasks, component.nodes, command)]
             runtime = runtimes.get(made.runtime)
-            before, step = launch.job_step(made, runtime, slurm.srun(site), image_path, shape)
+            before, step = launch.job_step(
+                made, runtime, slurm.srun(site), image_path, shape, here=bool(benchmark.case)
+            )
             header += f" runtime={made.runtime}"
         failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode} reason="
         lines += [f'{indent}echo "{header}{stripe}"', f"{indent}("]
-        lines += [f"{indent}  {line}" for line in (*before, step)]
+        lines += [f"{indent}  {line}" for line in (*enter, *before, step)]
         lines += [f"{indent}) || echo \"{failed}'srun exit '$?{where}\""]
     if settings:
         lines.append("  done")
-    return "\n".join(lines + ["done"]) + "\n"
+    lines.append("done")
+    if benchmark.case:
+        lines += _bitwise_lines(comparison, reasons, repeats)
+    return "\n".join(lines) + "\n"
+
+
+def _case_directory(comparison: Comparison, case_dir: Path | None) -> list[str]:
+    """The job's lines naming the prepared case ($case_dir, prepared_case) and making the
+    runs' directory ($bench_dir)."""
+    if case_dir is None:
+        raise ClimstackError(
+            f"{comparison.name}: a model's job script needs its prepared case",
+            fix="emit it with jobs.emit, which prepares it",
+        )
+    where = (
+        f'"${{{BENCH_DIR}:-${{SLURM_SUBMIT_DIR:-$PWD}}}}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
+    )
+    case = f"case_dir={shlex.quote(str(case_dir))}"
+    return [case, f"bench_dir={where}", 'mkdir -p "$bench_dir"']
+
+
+def _bitwise_lines(comparison: Comparison, reasons: dict, repeats: int) -> list[str]:
+    """After the runs: each mode's outputs against native's of the same repeat."""
+    climstack = pins.PROJECT_ROOT / "bin" / "climstack"
+    others = [m for m in comparison.modes if m != "native" and m not in reasons]
+    return [
+        f"# bit for bit: every mode's outputs against native's ({climstack} compare-runs)",
+        f"for repeat in $(seq 1 {repeats}); do",
+        f"  for mode in {' '.join(others)}; do",
+        f'    {climstack} compare-runs "$bench_dir/native.r$repeat" "$bench_dir/$mode.r$repeat"'
+        " 2>&1 || true",
+        "  done",
+        "done",
+    ]
 
 
 def site_lustre(site: str) -> dict | None:
@@ -233,7 +292,7 @@ def emit(
     lustre = site_lustre(site) if lustre == SITE else lustre
     seeds = [replace(c, nodes=1, ranks=ranks) if ranks else c for c in SEEDS]
     if site == "local":  # the seeds' sizes are for a centre's nodes: the local run's here
-        seeds = [replace(c, arguments=()) for c in seeds]
+        seeds = [replace(c, arguments=(), settings=()) for c in seeds]
     wanted = {m if m != "bind-noxpmem" else "bind" for c in seeds for m in c.modes} - {"native"}
     plans, failed = make_plans(site, out, root, sorted(wanted))
     if Path(image_path).is_dir():  # Charliecloud cannot create mount points itself
@@ -249,8 +308,22 @@ def emit(
                 f"climstack bench: {comparison.name}: {mode} not emitted: {why}", file=sys.stderr
             )
         path = out / f"{comparison.name}.sh"
-        text = script(site, comparison, plans, image_path, repeats, reasons, lustre)
+        case_dir = prepared_case(comparison, out)
+        text = script(site, comparison, plans, image_path, repeats, reasons, lustre, case_dir)
         atomic.write_text(path, text)
         path.chmod(0o755)
         written.append(path)
     return written
+
+
+def prepared_case(comparison: Comparison, out: Path) -> Path | None:
+    """A model comparison's case prepared once under out/cases (inputs, MOM_override with
+    the comparison's settings, or the local run's), which every run copies."""
+    benchmark = next(b for b in runner.LOCAL if b.name == comparison.benchmark)
+    if not benchmark.case:
+        return None
+    where = out / "cases" / comparison.name
+    if where.exists():
+        shutil.rmtree(where)
+    settings = cases.parse_settings(list(comparison.settings or benchmark.settings))
+    return cases.prepare(cases.get(benchmark.case), where, settings).resolve()

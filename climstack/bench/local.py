@@ -22,6 +22,11 @@ def install(env_dir: Path) -> dict[str, Path]:
     bench_sources.fill(env_dir, bench_sources.local_mirror())
     with progress.step(f"installing the whole {environments.label(env_dir)} environment"):
         spack.stream("install", "-j", "2", env=env_dir)
+    return installed(env_dir)
+
+
+def installed(env_dir: Path) -> dict[str, Path]:
+    """What the environment has installed: name -> prefix."""
     found = spack.run("find", "--format", "{name} {prefix}", env=env_dir).stdout.split("\n")
     return {name: Path(prefix) for name, prefix in (line.split() for line in found if line)}
 

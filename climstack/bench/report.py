@@ -13,7 +13,15 @@ from pathlib import Path
 
 from climstack.bench import formats, headline, page
 from climstack.bench.ratios import noisy, paired_ratio
-from climstack.bench.records import MODE_NAMES, Failure, Problem, Record, ordered_modes
+from climstack.bench.records import (
+    BITWISE,
+    IDENTICAL,
+    MODE_NAMES,
+    Failure,
+    Problem,
+    Record,
+    ordered_modes,
+)
 from climstack.common import atomic
 
 BASELINE = headline.BASELINE
@@ -101,12 +109,30 @@ def _left_out_items(problems: list[Problem]) -> list[str]:
     return items
 
 
-def blocks(records, failures, problems, plots: dict[str, Path]) -> list[tuple]:
+def bit_notes(out: Path) -> dict[tuple[str, str], str]:
+    """(benchmark, mode) -> "bit-identical (N runs)" or what differed from native, from the
+    runner's comparison of each model run with native's (runner.BITWISE), if there is one."""
+    path = out / BITWISE
+    if not path.is_file():
+        return {}
+    notes = {}
+    for benchmark, by_mode in json.loads(path.read_text()).items():
+        for mode, by_repeat in by_mode.items():
+            differ = [f"repeat {r}: {what}" for r, what in by_repeat.items() if what != IDENTICAL]
+            notes[(benchmark, mode)] = (
+                f"NOT bit-identical ({differ[0]})" if differ
+                else f"bit-identical ({len(by_repeat)} runs)"
+            )  # fmt: skip
+    return notes
+
+
+def blocks(records, failures, problems, plots: dict[str, Path], notes=None) -> list[tuple]:
     """The report as blocks (page.py): ("h1"|"h2"|"p", text), ("table", head, rows),
-    ("ul", items), ("img", path, alt). `plots`: benchmark or "summary" -> its PNG."""
+    ("ul", items), ("img", path, alt). `plots`: benchmark or "summary" -> its PNG; `notes`:
+    bit_notes."""
     sites = sorted({r.site for r in records} - {"unknown"})
     repeats = max((r.repeat for r in records), default=0)
-    rows = headline.rows(records, failures)
+    rows = headline.rows(records, failures, notes)
     out = [
         ("h1", "Benchmark comparison"),
         (
@@ -164,14 +190,15 @@ def write(records, failures, problems, out: Path) -> list[Path]:
     """report.md, report.html, summary.json and the plots under `out`; the files written."""
     from climstack.bench import plots  # matplotlib takes 0.4 s: only the commands that draw
 
-    rows = headline.rows(records, failures)
+    notes = bit_notes(out)
+    rows = headline.rows(records, failures, notes)
     drawn = plots.draw(records, out)
     by_benchmark = defaultdict(list)
     for benchmark, path in drawn:
         by_benchmark[benchmark].append(path)
     if rows:
         by_benchmark["summary"] = plots.summary(rows, out / "plots" / "summary.png")
-    document = blocks(records, failures, problems, by_benchmark)
+    document = blocks(records, failures, problems, by_benchmark, notes)
     summary = headline.summary(rows, failures, problems)
     written = [
         atomic.write_text(out / "report.md", page.markdown(document, out)),

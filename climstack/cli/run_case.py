@@ -1,34 +1,59 @@
-"""`climstack run-case`: run a climate model's case (cases/<name>/) and record its main-loop
-time and output digests (climstack.bench.cases); `climstack compare-runs`: two runs of a
-case compared bit for bit (climstack.bench.bitwise)."""
+"""`climstack run-case`: run a climate model's case (cases/<name>/) natively or in a container
+mode, the benchmarks' launch path (climstack.bench.modes), and record its main-loop time and
+output digests (climstack.bench.cases); `climstack compare-runs`: two runs of a case
+compared bit for bit (climstack.bench.bitwise)."""
 
 import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from climstack.bench import bitwise, cases
+from climstack.bench import bitwise, cases, local, modes
 from climstack.errors import ClimstackError
-from climstack.launch import launchers
+from climstack.launch import launchers, runtimes
+from climstack.stack import environments
 
 
-def register(commands) -> None:
-    def run_case(args):
-        case = cases.get(args.case)
-        settings = cases.parse_settings(args.set)
+def _mode_and_program(args, case, run_dir: Path) -> tuple[modes.Mode, str]:
+    """The mode asked for (--mode) and the model's program as that mode sees it: --program,
+    else the local environment's build (native) or the image's (a container mode)."""
+    if args.mode == "native" and args.program:
         if not Path(args.program).is_file():
             raise ClimstackError(
                 f"--program {args.program}: no such file",
                 fix=f"the path of the installed {case.argv[0]} (`spack find -p {case.package}`)",
             )
         launcher = launchers.get(args.launcher).argv(args.ranks)
+        return modes.native(launcher, {}), args.program
+    if args.program:
+        raise ClimstackError(
+            f"--program with --mode {args.mode}: a container mode runs the image's build",
+            fix="leave --program out (or use --mode native)",
+        )
+    args.modes = args.mode
+    prefixes = local.installed(environments.resolve("local"))
+    (mode,) = local.local_modes(args, prefixes, run_dir)
+    if mode.unavailable:
+        raise ClimstackError(f"--mode {args.mode}: {mode.unavailable}")
+    try:
+        return mode, mode.locate(case)
+    except LookupError as why:
+        raise ClimstackError(f"--mode {args.mode}: {why}", fix="") from None
+
+
+def register(commands) -> None:
+    def run_case(args):
+        case = cases.get(args.case)
+        settings = cases.parse_settings(args.set)
+        run_dir = Path(args.run_dir).resolve()
+        mode, program = _mode_and_program(args, case, run_dir)
         result = cases.run(
-            case, Path(args.run_dir), args.program, cases.native_wrap(launcher), settings,
-            timeout=args.timeout,
+            case, run_dir, program, lambda argv: mode.wrap(argv, cwd=str(run_dir)), settings,
+            env=mode.env, timeout=args.timeout,
         )  # fmt: skip
         print(
-            f"{case.name}: main loop {result.main_loop_s:.3f} s, wall {result.wall_s:.1f} s "
-            f"on {result.ranks} ranks; {len(result.digests)} outputs; "
+            f"{case.name} ({mode.name}): main loop {result.main_loop_s:.3f} s, wall "
+            f"{result.wall_s:.1f} s on {result.ranks} ranks; {len(result.digests)} outputs; "
             f"record {Path(result.run_dir) / cases.RECORD}"
         )
         if args.json:
@@ -44,12 +69,25 @@ def register(commands) -> None:
 
     sub = commands.add_parser(
         "run-case",
-        help="run a model's case (cases/<name>) natively; main-loop time and output digests",
+        help="run a model's case (cases/<name>) natively or in a container mode; main-loop "
+        "time and output digests",
     )
     sub.add_argument("case", help="case name under cases/ (e.g. mom6-benchmark) or directory")
     sub.add_argument("run_dir", help="new (or empty) run directory")
     sub.add_argument(
-        "--program", required=True, help="the model's executable (e.g. MOM6_PREFIX/bin/MOM6)"
+        "--mode",
+        default="native",
+        choices=modes.MODES,
+        help="native (default) or a container mode on `climstack image`'s image",
+    )
+    sub.add_argument(
+        "--program",
+        help="native only: the model's executable (default: the local environment's)",
+    )
+    sub.add_argument("--image", help="the image directory (default: `climstack image`'s)")
+    sub.add_argument("--runtime", choices=runtimes.LOCAL, default="charliecloud")
+    sub.add_argument(
+        "--fabric-prefix", help="fabric mode: the host libfabric's prefix (default: the site's)"
     )
     sub.add_argument("--ranks", type=int, default=2, help="MPI ranks (default 2)")
     sub.add_argument(

@@ -49,13 +49,15 @@ def launch(
     )
 
 
-def job_step(plan, runtime: Runtime, launcher: Launcher, image: str, components):
+def job_step(plan, runtime: Runtime, launcher: Launcher, image: str, components, here=False):
     """(lines before the step, the step) of a job script that runs every (ranks, nodes,
-    argv) of `components` in `image`: one launch, heterogeneous when there are several."""
+    argv) of `components` in `image`: one launch, heterogeneous when there are several;
+    `here`: each rank starts in the step's working directory."""
     het = len(components) > 1
     before, parts = [], []
     for index, (ranks, nodes, argv) in enumerate(components):
-        lines, rank = runtime.job_lines(plan, image, argv)
+        # `here` only when asked: a plug-in written before it still emits the other jobs
+        lines, rank = runtime.job_lines(plan, image, argv, **({"here": True} if here else {}))
         before += lines if index == 0 else []
         parts.append((launcher.argv(ranks, nodes, het_group=index if het else None), rank))
     return before, launcher.step(parts)

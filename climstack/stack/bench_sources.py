@@ -20,7 +20,6 @@ ones air-gapped centres use. Nothing fetched is committed to this repository.
   --no-signature` writes GitHub's .patch byte for byte) into the mirror.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ from urllib.parse import unquote
 
 
 from climstack import pins
-from climstack.common import atomic, cache, process, progress, stamp
+from climstack.common import cache, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.spack import DEFAULT, Spack
 from climstack.stack import develop_trees, source_mirror
@@ -144,21 +143,26 @@ def place_patch(patch: GitPatch, mirror_dir: Path) -> Path:
         fix = f"set {source.variable} to a reachable git mirror or a local clone"
         process.run(["git", "init", "--quiet", "--bare", tmp], what, env=env)
         url = _git_url(source.url)
-        fetch = ["git", "-C", tmp, "fetch", "--quiet", "--depth", "2", url, patch.commit]
+        # depth 3: GitHub's patch of a merge commit is its newest non-merge commit's, whose
+        # parent git needs (a grandparent of the merge)
+        fetch = ["git", "-C", tmp, "fetch", "--quiet", "--depth", "3", url, patch.commit]
         process.run(fetch, what, env=env, timeout=600, fix=fix)
-        made = process.run(
-            ["git", "-C", tmp, "format-patch", "-1", "--stdout", "--full-index"]
+        made = Path(tmp) / "made.patch"  # bytes: a patch need not be UTF-8 (MPICH's is not)
+        process.run(
+            ["git", "-C", tmp, "format-patch", "-1", f"--output={made}", "--full-index"]
             + ["--no-signature", patch.commit],
             what,
             env=env,
-        ).stdout
-    if hashlib.sha256(made.encode()).hexdigest() != patch.sha256:
-        raise ClimstackError(
-            f"the patch made from {patch.package}'s commit {patch.commit} does not have the "
-            f"recipe's sha256 {patch.sha256}",
-            fix=f"point {source.variable} at a faithful copy of {source.upstream}",
         )
-    atomic.write_text(final, made)
+        if source_mirror.sha256sum(made) != patch.sha256:
+            raise ClimstackError(
+                f"the patch made from {patch.package}'s commit {patch.commit} does not have "
+                f"the recipe's sha256 {patch.sha256}",
+                fix=f"point {source.variable} at a faithful copy of {source.upstream}",
+            )
+        final.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(made, final.with_name(f".{final.name}.partial"))
+        os.replace(final.with_name(f".{final.name}.partial"), final)
     return final
 
 
@@ -263,10 +267,13 @@ def fill_git(env_dir: Path, mirror_dir: Path, names=None, spack: Spack = DEFAULT
     into mirror_dir, with the patches of GIT_PATCHES their recipes download. By default
     those of GIT_SOURCES the environment's lock holds (`spack mirror create` would
     concretize one it lacks on its own, e.g. FMS at a version only GitHub has)."""
-    names = names or [s.package for s in GIT_SOURCES if s.package in locked(env_dir)]
+    held = locked(env_dir)
+    names = names or [s.package for s in GIT_SOURCES if s.package in held]
     for patch in GIT_PATCHES:
-        if patch.package in names:
+        if patch.package in names or patch.package in held:
             place_patch(patch, mirror_dir)
+    if not names:  # no git version: `spack mirror create` would mirror every spec
+        return ""
     for package in (name for name in names if name in ASSEMBLED):
         assemble(package, mirror_dir)
     env = {**os.environ, **git_environ()}

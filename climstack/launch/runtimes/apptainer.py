@@ -60,10 +60,15 @@ class Apptainer(Runtime):
             args += ["--pwd", cwd]
         return [*args, image, *command]
 
-    def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:
-        """(lines before srun, the per-rank command): the exports carry the plan."""
+    def job_lines(
+        self, plan, image: str, command: list[str], here: bool = False
+    ) -> tuple[list[str], str]:
+        """(lines before srun, the per-rank command): the exports carry the plan; `here`:
+        start in the step's directory (Apptainer binds it by default)."""
         lines = self.exports(plan).splitlines()
-        return lines, shlex.join([self.program(plan), "exec", image, *command])
+        where = ' "--pwd=$PWD"' if here else ""  # expanded at run time
+        rest = shlex.join([image, *command])
+        return lines, f"{shlex.join([self.program(plan), 'exec'])}{where} {rest}"
 
     def env(self, home: bool = True) -> dict[str, str]:
         """Without the home: the plan binds nothing under $HOME, where it would mount it."""

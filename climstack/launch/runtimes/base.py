@@ -45,8 +45,11 @@ class Runtime(ABC):
         can (otherwise it is ignored); `cwd`: the working directory in the container."""
 
     @abstractmethod
-    def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:
-        """(lines before the job step, the per-rank command) of a job script."""
+    def job_lines(
+        self, plan, image: str, command: list[str], here: bool = False
+    ) -> tuple[list[str], str]:
+        """(lines before the job step, the per-rank command) of a job script; `here`: the
+        command starts in the step's working directory ($PWD at run time), bound in."""
 
     def exporter(self) -> "Runtime":
         """The runtime whose `exports` carry this one's plan in a job's environment

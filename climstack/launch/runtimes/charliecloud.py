@@ -35,9 +35,14 @@ class Charliecloud(Runtime):
             args.append(f"--cd={cwd}")
         return [*args, image, "--", *command]
 
-    def job_lines(self, plan, image: str, command: list[str]) -> tuple[list[str], str]:
-        """(lines before srun, the per-rank command): ch-run carries the plan itself."""
-        return [], shlex.join(self.exec_args(plan, image, command))
+    def job_lines(
+        self, plan, image: str, command: list[str], here: bool = False
+    ) -> tuple[list[str], str]:
+        """(lines before srun, the per-rank command): ch-run carries the plan itself; `here`:
+        the step's directory bound at its path and the start (ch-run starts in / otherwise)."""
+        ch_run, *rest = self.exec_args(plan, image, command)
+        where = ' "--bind=$PWD:$PWD" "--cd=$PWD"' if here else ""  # expanded at run time
+        return [], f"{ch_run}{where} {shlex.join(rest)}"
 
     def exporter(self) -> Runtime:
         """Charliecloud has no variables for binds: Apptainer's exports instead."""

@@ -1,10 +1,13 @@
 """Run by `spack -e ENV python` (not imported by climstack): one JSON list of what the active
-environment fetches, per concrete spec with code and per patch fetched from a URL: its
-pinned sha256 and its paths in a mirror (digest path first, then the human-readable alias).
+environment fetches, per concrete spec with code, per resource and per patch fetched from a
+URL: its pinned sha256 and its paths in a mirror (digest path first, then the
+human-readable alias, as Spack's stages name them).
 climstack.stack.source_mirror fills mirrors with it."""
 
 import json
 import os
+
+import spack.llnl.util.filesystem as fsys
 
 import spack.environment as ev
 import spack.fetch_strategy as fs
@@ -29,6 +32,22 @@ for spec in ev.active_environment().all_specs():
         alias = os.path.join(spec.name, spec.format_path("{name}-{version}"))
         entry["paths"] = list(layout.default_mirror_layout(fetcher, alias, spec))
     out.append(entry)
+    for resource in spec.package._get_needed_resources():  # as PackageBase stages them
+        fetcher = resource.fetcher
+        if not isinstance(fetcher, fs.URLFetchStrategy) or len(fetcher.digest or "") != 64:
+            continue
+        alias = os.path.join(spec.name, fsys.polite_filename(f"{resource.name}-{spec.version}"))
+        out.append(
+            {
+                "spec": f"{entry['spec']} resource {resource.name}",
+                "name": spec.name,
+                "version": entry["version"],
+                "hash": entry["hash"],
+                "url": fetcher.url,
+                "sha256": fetcher.digest,
+                "paths": list(layout.default_mirror_layout(fetcher, alias)),
+            }
+        )
     for patch in spec.patches:  # patches fetched from a URL need the mirror too
         if getattr(patch, "url", None):
             ref = os.path.join(patch.owner.split(".")[-1], os.path.basename(patch.url))
