@@ -1,6 +1,6 @@
 """The headline a reader wants first: per benchmark and operation group (point-to-point
 latency of small and of large messages, bandwidth, each collective, each I/O layer, the
-model's main loop), each mode's slowdown against native in one number; for a model, whether
+model's main loop and total runtime), each mode's slowdown against native in one number; for a model, whether
 each mode's outputs are bit-identical to native's (a note on its cell).
 
 Per repeat, the geometric mean over sizes of the paired ratios mode/native (repeat i of the
@@ -76,6 +76,8 @@ def group_of(r: Record) -> Group | None:
         return Group(r.benchmark, f"{r.operation} rate", 5)
     if r.metric == "time" and r.benchmark == "fms-clocks" and r.operation == MAIN_LOOP:
         return Group(r.benchmark, "main loop (model)", 6)
+    if r.metric == "time" and r.benchmark == "fms-clocks" and r.operation == "Total runtime":
+        return Group(r.benchmark, "Total runtime (model)", 7)
     return None
 
 
