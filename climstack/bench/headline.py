@@ -1,7 +1,8 @@
 """The headline a reader wants first: per benchmark and operation group (point-to-point
 latency of small and of large messages, bandwidth, each collective, each I/O layer, the
-model's main loop and total runtime), each mode's slowdown against native in one number; for a model, whether
-each mode's outputs are bit-identical to native's (a note on its cell).
+model's main loop and total runtime), each mode's slowdown against native in one number;
+for a model, whether each mode's outputs are bit-identical to native's (a note on its
+cell).
 
 Per repeat, the geometric mean over sizes of the paired ratios mode/native (repeat i of the
 mode with repeat i of native: the runs alternate, so a pair shares the machine's state);
