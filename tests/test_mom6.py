@@ -17,7 +17,7 @@ import yaml
 from conftest import PROJECT_ROOT
 
 from climstack import spack
-from climstack.bench import bitwise, cases
+from climstack.bench import bitwise, cases, modes
 from climstack.errors import ClimstackError
 from climstack.launch import launchers
 from climstack.stack import bench_sources, environments
@@ -76,7 +76,7 @@ def run_case(run_dir: Path, *options) -> str:
 
 
 def native(ranks: int = 2):
-    return cases.native_wrap(launchers.get("mpiexec").argv(ranks))
+    return modes.native(launchers.get("mpiexec").argv(ranks), {}).wrap
 
 
 @pytest.fixture(scope="module")

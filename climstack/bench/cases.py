@@ -196,8 +196,3 @@ def run(
     )
     atomic.write_text(run_dir / RECORD, json.dumps(asdict(result), indent=2) + "\n")
     return result
-
-
-def native_wrap(launcher: list[str]) -> Callable[[list[str]], list[str]]:
-    """The native mode's wrap (as bench.modes.native's): the host launcher, then the program."""
-    return lambda program: [*launcher, *program]

@@ -142,11 +142,8 @@ def _work_directory(site, comparison, benchmark, lustre) -> tuple[list[str], lis
     that needs a subdirectory there (benchio: benchio_files), the job's working directory."""
     if not benchmark.workdir:
         return [], []
-    where = (
-        f'"${{{BENCH_DIR}:-${{SLURM_SUBMIT_DIR:-$PWD}}}}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
-    )
     commands = [
-        f"bench_dir={where}",
+        _bench_dir(comparison),
         f'mkdir -p "$bench_dir/{benchmark.workdir}"',
         'cd "$bench_dir"',
     ]
@@ -256,11 +253,15 @@ def _case_directory(comparison: Comparison, case_dir: Path | None) -> list[str]:
             f"{comparison.name}: a model's job script needs its prepared case",
             fix="emit it with jobs.emit, which prepares it",
         )
-    where = (
-        f'"${{{BENCH_DIR}:-${{SLURM_SUBMIT_DIR:-$PWD}}}}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
-    )
     case = f"case_dir={shlex.quote(str(case_dir))}"
-    return [case, f"bench_dir={where}", 'mkdir -p "$bench_dir"']
+    return [case, _bench_dir(comparison), 'mkdir -p "$bench_dir"']
+
+
+def _bench_dir(comparison: Comparison) -> str:
+    """The line setting $bench_dir: the comparison's directory of this job, below
+    $CLIMSTACK_BENCH_DIR (default: the directory the job was submitted from)."""
+    where = f"${{{BENCH_DIR}:-${{SLURM_SUBMIT_DIR:-$PWD}}}}"
+    return f'bench_dir="{where}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
 
 
 def _bitwise_lines(comparison: Comparison, reasons: dict, repeats: int) -> list[str]:

@@ -49,11 +49,11 @@ class Problem:
 
 
 COLUMNS = [field.name for field in fields(Record)]
-#: the run modes, in the order tables and plots show them (climstack.bench.modes)
 #: a benchmark output directory's bit-for-bit comparisons of each model run with native's
 #: (runner.compare_models): {benchmark: {mode: {repeat: IDENTICAL or what differs}}}
 BITWISE = "bitwise.json"
 IDENTICAL = "bit-identical"
+#: the run modes, in the order tables and plots show them (climstack.bench.modes)
 MODES = ("native", "bind", "bind-noxpmem", "bind-host-netcdf", "hybrid", "fabric")
 #: mode -> (what runs, the name the field's publications give it)
 MODE_NAMES = {
