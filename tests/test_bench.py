@@ -60,13 +60,9 @@ def test_every_benchmark_runs_and_parses(local_run):
     assert modes_of["osu"] == modes_of["mpibench"] == {("native", "none"), *mpi_only}
     # NetCDF-Bench runs in every mode, also with the host's NetCDF bound in
     assert modes_of["netcdf-bench"] == {("native", "none"), *in_image}
-    # benchio and MOM6 (Fortran) run natively; the image's MPICH has no Fortran bindings,
-    # so each container mode reports why not
-    assert modes_of["benchio"] == modes_of["fms-clocks"] == {("native", "none")}
-    fortran = {("benchio", m) for m in MODES[1:]} | {("fms-clocks", m) for m in MODES[1:]}
-    assert {(f["benchmark"], f["mode"]) for f in failures} == fortran
-    assert all("is not in the image" in f["reason"] for f in failures)
-    assert all("Fortran bindings" in f["reason"] for f in failures)
+    # the Fortran side too (benchio, MOM6): the image's MPICH has its Fortran bindings
+    assert modes_of["benchio"] == modes_of["fms-clocks"] == {("native", "none"), *in_image}
+    assert failures == [], failures
     assert by["osu"] == OSU_OPERATIONS
     assert by["mpibench"] == {"Bcast", "Allreduce", "Alltoall"}
     assert by["netcdf-bench"] == {"write", "read"}
@@ -104,8 +100,8 @@ def test_report_tables_and_plots(local_run):
         head = f"| operation | bytes | ranks | metric | {columns(mpi_only)} |"
         assert f"## {benchmark}\n\n{head}" in text
     assert f"## netcdf-bench\n\n| operation | bytes | ranks | metric | {columns(MODES)} |" in text
-    assert "## benchio\n\n| operation | bytes | ranks | metric | native |" in text
-    assert "- **bind: failed**: benchio is not in the image" in text
+    assert f"## benchio\n\n| operation | bytes | ranks | metric | {columns(MODES)} |" in text
+    assert "## Failed runs" not in text
     plots = sorted(p.name for p in (out / "plots").glob("*.png"))
     assert {f"osu-{op}-{'bandwidth' if 'bw' in op else 'latency'}.png" for op in OSU_OPERATIONS}
     assert {"benchio-rate.png", "netcdf-bench-rate.png"} <= set(plots)
@@ -114,12 +110,14 @@ def test_report_tables_and_plots(local_run):
     # the headline first: a row per benchmark and operation group, a column per mode
     assert text.split("\n## ")[1].startswith("Headline\n\n| benchmark | operation |")
     assert "| osu | latency ≤ 8 KiB | 2 | 1 B-8 KiB (14) | **" in text
-    assert "| benchio | Serial rate | 2 |" in text and "| failed | failed |" in text
-    # the model's row: its main loop, each container mode failed (no Fortran MPI here)
+    assert "| benchio | Serial rate | 2 |" in text and "| failed" not in text
+    # the model's row: its main loop in every mode, each bit-identical to native's
     model = next(line for line in text.splitlines() if line.startswith("| fms-clocks |"))
-    assert "main loop (model)" in model and model.count("| failed") == 5, model
-    assert json.loads((out / "bitwise.json").read_text()) == {}
-    assert text.index("## Failed runs") < text.index("## Details") < text.index("## osu")
+    assert "main loop (model)" in model and model.count("bit-identical (2 runs)") == 5, model
+    verdicts = json.loads((out / "bitwise.json").read_text())
+    both = {"1": "bit-identical", "2": "bit-identical"}
+    assert verdicts == {"fms-clocks": {m: both for m in MODES[1:]}}, verdicts
+    assert text.index("## Headline") < text.index("## Details") < text.index("## osu")
     assert "summary.png" in plots and (out / "report.html").is_file()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["modes"] == list(MODES[1:])

@@ -1,8 +1,9 @@
-"""GFDL's MOM6, a real climate model (issue 37, native side): our recipe passes Spack's audit,
-installs from offline sources, runs MOM6-examples' ocean_only benchmark case (cases/,
-shortened) natively on 2 ranks through `climstack run-case`, and two runs compare
-bit-identical (`ocean.stats`, every NetCDF variable's data); a perturbed parameter and an
-altered output do not, and the comparison names the variables that differ."""
+"""GFDL's MOM6, a real climate model: our recipe passes Spack's audit, installs from
+offline sources, runs MOM6-examples' ocean_only benchmark case (cases/, shortened) natively
+on 2 ranks through `climstack run-case`; two runs compare bit-identical (`ocean.stats`,
+every NetCDF variable's data), and so does the image's build run on the host MPI (bind
+mode); a perturbed parameter and an altered output do not, and the comparison names the
+variables that differ."""
 
 import json
 import shutil
@@ -124,6 +125,17 @@ def test_two_native_runs_are_bit_identical(two_runs):
     )
     assert proc.returncode == 0, proc.stderr
     assert "bit-identical" in proc.stdout
+
+
+def test_the_images_build_on_the_host_mpi_is_bit_identical_to_native(two_runs):
+    """`run-case --mode bind`: the image's MOM6 (built in the image, on its MPICH 3.4.3 with
+    its Fortran bindings) on the host's MPI bound in, verified before it runs, gives the
+    local build's answers bit for bit (`--against` exits 1 otherwise)."""
+    top, first, _ = two_runs
+    out = run_case(top / "bind", "--mode", "bind", "--against", top / "a")
+    assert "mom6-benchmark (bind): main loop" in out and "bit-identical" in out
+    record = json.loads((top / "bind" / cases.RECORD).read_text())
+    assert record["digests"]["ocean.stats"] == first["digests"]["ocean.stats"]
 
 
 def test_a_perturbed_parameter_fails_the_comparison_naming_the_variables(two_runs, mom6):

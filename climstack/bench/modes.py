@@ -110,11 +110,10 @@ def container(
         path = in_image(image_dir, f"{image.VIEW}/{benchmark.argv[0]}")
         if not path:
             raise LookupError(
-                f"{benchmark.package} is not in the image: its slice "
-                f"{image.SLICE['CLIMSTACK_IMAGE_SLICE']} holds the probes, the MPI benchmarks "
-                "and the C side of the climate stack; the Fortran side needs an MPICH with "
-                "Fortran bindings, which the image's (PyPI's wheel) has not: a recipe's "
-                "slice=all image builds it (docs/containers.md)"
+                f"{benchmark.package} is not in the image {image_dir}: no "
+                f"{image.VIEW}/{benchmark.argv[0]}; its slice "
+                f"({image.SLICE['CLIMSTACK_IMAGE_SLICE']}, environments/stack.yaml "
+                "image_specs) should hold it: rebuild it with `climstack image --force`"
             )
         if name == "bind-noxpmem" and not (path := in_image(image_dir, image.NOXPMEM + path)):
             raise LookupError(f"the image has no copy of {benchmark.argv[0]} without xpmem")

@@ -26,10 +26,15 @@ from climstack import pins
 from climstack import spack as gateway
 from climstack.common import cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
-from climstack.stack import bench_sources, containers, environments, recipes
+from climstack.image import mpich_fortran
+from climstack.stack import bench_sources, containers, develop_trees, environments, recipes
 
 BASE_PACKAGES = (
     "build-essential",
+    "gfortran",  # the Fortran side: HDF5's and NetCDF's bindings, benchio, FMS, MOM6
+    "autoconf",  # MOM6's ac/ build runs autoreconf
+    "automake",
+    "m4",
     "python3",
     "python3-pyelftools",
     "patchelf",
@@ -50,9 +55,12 @@ VIEW = "/opt/views/view"
 OFFLINE_SCOPE = pins.PROJECT_ROOT / "site" / "offline"
 #: where the executables live as built, before libxpmem.so.0 is linked (their image path below)
 NOXPMEM = "/opt/climstack/noxpmem"
-#: the probes, the MPI benchmarks and the C side of the climate stack (environments/stack.yaml:
-#: image_specs), as the recipe's `slice` argument
-SLICE = {"CLIMSTACK_IMAGE_SLICE": "io"}
+#: all of environments/stack.yaml (image_specs): the climate stack, the benchmarks, the probes
+#: and the model, as the recipe's `slice` argument
+SLICE = {"CLIMSTACK_IMAGE_SLICE": "all"}
+#: where the image keeps its copy of the develop trees (netcdf-fortran): Spack builds in a
+#: develop tree, so the image's build must not share the local environment's
+DEVELOP_TREES = "/opt/climstack/dev-sources"
 #: the image environment's mirror of earlier image builds' binaries (builds_mirror)
 BUILDS_MIRROR = "image-builds"
 #: what the build stage leaves beside the view; a change rebuilds cached images
@@ -95,10 +103,12 @@ def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
 
 
 def add_wheel_mpich(root: Path) -> None:
-    """PyPI's MPICH wheel at /opt/mpich-<v> of a root filesystem, and the scope declaring it
-    external at WHEEL_SCOPE_IN_IMAGE."""
+    """PyPI's MPICH wheel at /opt/mpich-<v> of a root filesystem with its Fortran bindings,
+    and the scope declaring it external at WHEEL_SCOPE_IN_IMAGE."""
     shutil.copytree(WHEEL_SCOPE, root / WHEEL_SCOPE_IN_IMAGE.lstrip("/"))
-    wheels.pip_install(mpich_wheel(), root / f"opt/mpich-{WHEEL_MPICH}")
+    prefix = root / f"opt/mpich-{WHEEL_MPICH}"
+    wheels.pip_install(mpich_wheel(), prefix)
+    mpich_fortran.install(prefix)
 
 
 def recipe_files(recipe_text: str) -> list[tuple[str, str]]:
@@ -114,6 +124,8 @@ def slice_manifest(recipe_text: str) -> str:
     manifest["spack"]["include"][:0] = ["../local-image", "../../site/offline"]
     mirrors = manifest["spack"].setdefault("mirrors", {})
     mirrors[BUILDS_MIRROR] = {"url": str(builds_mirror()), "signed": False}
+    develop = manifest["spack"].setdefault("develop", {})
+    develop.update(develop_trees.develop_section(Path(DEVELOP_TREES) / "netcdf-fortran"))
     return yaml.safe_dump(manifest, sort_keys=False)
 
 
@@ -141,6 +153,8 @@ def _stamp(recipe_text: str) -> str:
         *sources,
         WHEEL_SCOPE,
         OFFLINE_SCOPE,
+        Path(mpich_fortran.__file__),
+        develop_trees.NETCDF_FORTRAN.sha256,
         *SLICE.values(),
         length=64,
     )
@@ -176,6 +190,8 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
                 copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
             add_wheel_mpich(work)
             shutil.copytree(OFFLINE_SCOPE, work / "opt/climstack/site/offline")
+            trees = work / DEVELOP_TREES.lstrip("/")
+            shutil.copytree(develop_trees.source_tree(), trees / "netcdf-fortran", symlinks=True)
         env_in_image = work / IMAGE_ENV.lstrip("/")
         env_in_image.mkdir(parents=True)
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))

@@ -120,33 +120,50 @@ class DebianSources:
                 f"{filename} (sources {self.sources_file})",
                 fix="run `apt-get update` with those sources again",
             )
-        target = into / filename
+        return self._fetch(uris[0], into / filename, sha256, f"{package} {version}")
+
+    def download_binary(self, pool_path: str, sha256: str, into: Path) -> Path:
+        """A binary package from the pool of the host's Debian archive (every suite's
+        packages live in the one pool), checked against `sha256`; no index is read."""
+        archive = next(
+            (
+                uris.split()[0]
+                for uris, suites, *_ in host_deb_entries()
+                if any("-" not in suite for suite in suites.split())
+            ),
+            None,
+        )
+        if not archive:
+            raise ClimstackError(
+                f"no main Debian archive among the `deb` entries of {APT_SOURCES[0]} or "
+                f"{APT_SOURCES[1]}",
+                fix="configure the Debian archive (or a mirror of it) in apt",
+            )
+        uri = f"{archive.rstrip('/')}/{pool_path}"
+        self.write_sources()  # apt-helper's state directories
+        return self._fetch(uri, into / Path(pool_path).name, sha256, Path(pool_path).name)
+
+    def _fetch(self, uri: str, target: Path, sha256: str, what: str) -> Path:
+        """apt-helper's download of `uri` to `target`, refused unless it has `sha256`."""
         # apt's messages in English whatever the user's locale: the check below reads them
         proc = process.run(
-            [
-                "/usr/lib/apt/apt-helper",
-                *self._options(),
-                "download-file",
-                uris[0],
-                target,
-                f"SHA256:{sha256}",
-            ],
-            f"downloading {uris[0]}",
+            ["/usr/lib/apt/apt-helper", *self._options(), "download-file", uri, target,
+             f"SHA256:{sha256}"],
+            f"downloading {uri}",
             timeout=1800,
             check=False,
             env=process.environ(LC_ALL="C.UTF-8", LANGUAGE=None),
         )
         if "Hash Sum mismatch" in proc.stdout + proc.stderr:
             raise ClimstackError(
-                f"{uris[0]} ({package} {version}) does not have the sha256 "
-                f"{sha256} that its Sources index and Spack's recipe give; "
-                "nothing was added to the mirror",
+                f"{uri} ({what}) does not have the sha256 {sha256} that its index and our "
+                "pin give; nothing was kept",
                 fix="re-run to download again; if it persists, the Debian "
-                "mirror is corrupt: use another. Never disable Spack's checksums",
+                "mirror is corrupt: use another. Never disable the checksums",
             )
         if proc.returncode != 0:
             raise ClimstackError(
-                f"downloading {uris[0]} failed (exit {proc.returncode}):\n"
+                f"downloading {uri} failed (exit {proc.returncode}):\n"
                 + (proc.stderr or proc.stdout).strip()[-2000:],
                 fix="check that the Debian mirror is reachable",
             )

@@ -79,18 +79,27 @@ def _unpacked_tree(tree: DebianTree) -> Path:
         return atomic.directory(final, fill)
 
 
-def ensure_develop_trees() -> Path:
-    """Unpack (once) and declare the develop trees; return the scope."""
-    tree = NETCDF_FORTRAN
+def source_tree(tree: DebianTree = NETCDF_FORTRAN) -> Path:
+    """The tree: the one its variable names, else Debian's orig tarball unpacked once."""
     explicit = os.environ.get(tree.variable)
     path = Path(explicit).resolve() if explicit else _unpacked_tree(tree)
     if not (path / "configure").is_file():
         raise ClimstackError(
-            f"{path} (from {tree.variable or 'Debian'}) holds no configure script of "
-            f"{tree.package}",
+            f"{path} (from {tree.variable if explicit else 'Debian'}) holds no configure "
+            f"script of {tree.package}",
             fix=f"point {tree.variable} at an unpacked {tree.package} release tree",
         )
-    develop = {"develop": {tree.package: {"spec": tree.spec, "path": str(path)}}}
+    return path
+
+
+def develop_section(path: Path, tree: DebianTree = NETCDF_FORTRAN) -> dict:
+    """An environment's `develop:` entry building `tree` from `path`."""
+    return {tree.package: {"spec": tree.spec, "path": str(path)}}
+
+
+def ensure_develop_trees() -> Path:
+    """Unpack (once) and declare the develop trees; return the scope."""
+    develop = {"develop": develop_section(source_tree())}
     text = "# Written by climstack bin/setup; rerun it rather than editing.\n"
     atomic.write_text(develop_scope() / "develop.yaml", text + yaml.safe_dump(develop))
     return develop_scope()
