@@ -3,15 +3,15 @@
 Apptainer is not installable here, so the stand-in is an unprivileged Charliecloud image:
 a Debian 12 root filesystem (mmdebstrap; the recipe's base is debian:12 too) holding the
 recipe's %files at the same places, in which our Spack installs the container environment's
-slice `io` (xpmem-stub, mpi-probe, OSU, mpiBench, HDF5, NetCDF-C and NetCDF-Bench) into the
-recipe's prefixes
-(/opt/software, view /opt/views/view), then links libxpmem.so.0 exactly as the recipe's
-%post does, keeping each executable as built, without it, under NOXPMEM (the benchmarks'
-bind-noxpmem control). The differences: MPICH is PyPI's relocatable mpich wheel declared
-external (containers/local-image), because upstream tarballs cannot be downloaded here, and
-the sources come from the offline routes (site/offline; the source mirror, which Debian's
-byte-identical orig tarballs fill). PyPI's MPICH has no Fortran bindings, hence the slice
-without the Fortran side (netcdf-fortran, benchio).
+slice `all` (the climate stack with its Fortran side, the benchmarks, the probes and MOM6)
+into the recipe's prefixes (/opt/software, view /opt/views/view), then links libxpmem.so.0
+exactly as the recipe's %post does, keeping each executable as built, without it, under
+NOXPMEM (the benchmarks' bind-noxpmem control). The differences: MPICH is PyPI's
+relocatable mpich wheel with the Fortran bindings of the same MPICH series added
+(climstack.image.mpich_fortran), declared external (containers/local-image), because
+upstream tarballs cannot be downloaded here; the sources come from the offline routes
+(site/offline; the source mirror, which Debian's byte-identical orig tarballs fill;
+netcdf-fortran as the image's own copy of the develop tree).
 """
 
 import hashlib
