@@ -125,6 +125,23 @@ def test_bad_family_input_is_refused_naming_what_was_looked_for(cray_root, tmp_p
         families.find("netcdf", loader.View(root), sites.get("archer2"), {}, "cray")
 
 
+def test_a_family_in_two_prefixes_joins_their_libraries(tmp_path):
+    """Spack installs netcdf-c and netcdf-fortran apart: `--with netcdf=C:FORTRAN`."""
+    debian = Path("/usr/lib/x86_64-linux-gnu")
+    if not (debian / "libnetcdff.so.7").exists():
+        pytest.skip("needs Debian's libnetcdf-dev and libnetcdff7 (bin/setup installs them)")
+    c, fortran = tmp_path / "netcdf-c", tmp_path / "netcdf-fortran"
+    for prefix, name in ((c, "libnetcdf.so.19"), (fortran, "libnetcdff.so.7")):
+        (prefix / "lib").mkdir(parents=True)
+        shutil.copy(debian / name, prefix / "lib" / name)
+    assert families.parse_with([f"netcdf={c}:{fortran}"]) == {"netcdf": f"{c}:{fortran}"}
+    host = families.find("netcdf", loader.View(Path("/")), None, {}, prefix=f"{c}:{fortran}")
+    assert host.prefixes == [str(c), str(fortran)]
+    assert {"libnetcdf.so.19", "libnetcdff.so.7"} <= set(host.libraries), host.libraries
+    with pytest.raises(ClimstackError, match="each prefix must be an absolute path"):
+        families.parse_with([f"netcdf={c}:relative/netcdf-fortran"])
+
+
 # --- real runs: the image's nc-writer on other NetCDF/HDF5 builds ---------------------------
 
 

@@ -42,10 +42,6 @@ def mode_names(args) -> list[str]:
     return names
 
 
-def _prefix(prefixes: dict[str, Path], package: str) -> str | None:
-    return str(prefixes[package]) if package in prefixes else None
-
-
 def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> list[modes.Mode]:
     """The modes asked for (--modes), the container ones on `climstack image`'s image, with
     the runs' directory `work` bound in (the files the I/O benchmarks write)."""
@@ -57,8 +53,10 @@ def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> li
         target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
         no_home = runtimes.get(args.runtime).env(home=False)
         env = {**os.environ, **no_home}  # the process runner sets USER
-        # the host's NetCDF is the local environment's build (HDF5: the site's external)
-        host_netcdf = {**modes.HOST_NETCDF, "netcdf": _prefix(prefixes, "netcdf-c")}
+        # the host's NetCDF is the local environment's build, C and Fortran (HDF5: the
+        # site's external)
+        netcdf = [str(prefixes[p]) for p in ("netcdf-c", "netcdf-fortran") if p in prefixes]
+        host_netcdf = {**modes.HOST_NETCDF, "netcdf": ":".join(netcdf) or None}
         for name in (n for n in modes.CONTAINER_MODES if n in names):
             chosen.append(
                 modes.container(

@@ -196,11 +196,12 @@ def find(
     flavour: str | None = None,
     prefix: str | None = None,
 ) -> HostFamily:
-    """The host's build of family `name`: `prefix`, else the module environment, else the
-    site's externals (moved to `flavour`'s build beside them)."""
+    """The host's build of family `name`: `prefix` (several joined by `:`, as a family's
+    libraries may live in several prefixes: Spack's netcdf-c and netcdf-fortran), else the
+    module environment, else the site's externals (moved to `flavour`'s build beside them)."""
     family = get(name)
     if prefix:
-        prefixes, source = [prefix], f"--with {name}={prefix}"
+        prefixes, source = prefix.split(":"), f"--with {name}={prefix}"
     elif variable := next((v for v in family.variables if environ.get(v)), None):
         prefixes, source = [environ[variable]], f"${variable}"
     else:
@@ -248,10 +249,10 @@ def parse_with(values: list[str]) -> dict[str, str | None]:
         for item in filter(None, (v.strip() for v in value.split(","))):
             name, _, prefix = item.partition("=")
             get(name)
-            if prefix and not prefix.startswith("/"):
+            if prefix and not all(part.startswith("/") for part in prefix.split(":")):
                 raise ClimstackError(
-                    f"--with {item}: the prefix must be an absolute path",
-                    fix=f"--with {name}=/path/to/{name}",
+                    f"--with {item}: each prefix must be an absolute path",
+                    fix=f"--with {name}=/path/to/{name} (several: /one:/other)",
                 )
             chosen[name] = prefix or None
     return chosen
