@@ -50,7 +50,7 @@ def mom6(tmp_path_factory) -> str:
         str(PROJECT_ROOT / "environments" / "stack.yaml"),
         str(PROJECT_ROOT / "site" / "local"),
     ]
-    specs = [{"matrix": [["mom6"], ["$site_arch"]]}]
+    specs = [{"matrix": [["$models"], ["$site_arch"]]}]  # the stack's spec: its flags
     manifest = {"spack": {"include": include, "specs": specs, "view": False}}
     (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest))
     spack.run("concretize", "--fresh", env=env_dir)
