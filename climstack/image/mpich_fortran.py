@@ -119,11 +119,15 @@ WRAPPER_EDITS = (
     # Debian's own build flags out; what gfortran >= 10 needs for mpif.h code stays
     (r"^final_fcflags=.*$", 'final_fcflags=" -fallow-invalid-boz -fallow-argument-mismatch"'),
     (r"^final_ldflags=.*$", 'final_ldflags=""'),
-    (r"-lmpichfort \$PROFILE_PRELIB \$PROFILE_FOO \$\{wrapper_dl_type_flags\} -lmpich ",
-     "-lmpifort $PROFILE_PRELIB $PROFILE_FOO ${wrapper_dl_type_flags} -lmpi "),
-    (r"-lmpichfort \$PROFILE_PRELIB \$PROFILE_FOO \$\{wrapper_dl_type_flags\} "
-     r"\$libdir/libmpich\.a ",
-     "-lmpifort $PROFILE_PRELIB $PROFILE_FOO ${wrapper_dl_type_flags} $libdir/libmpi.a "),
+    (
+        r"-lmpichfort \$PROFILE_PRELIB \$PROFILE_FOO \$\{wrapper_dl_type_flags\} -lmpich ",
+        "-lmpifort $PROFILE_PRELIB $PROFILE_FOO ${wrapper_dl_type_flags} -lmpi ",
+    ),
+    (
+        r"-lmpichfort \$PROFILE_PRELIB \$PROFILE_FOO \$\{wrapper_dl_type_flags\} "
+        r"\$libdir/libmpich\.a ",
+        "-lmpifort $PROFILE_PRELIB $PROFILE_FOO ${wrapper_dl_type_flags} $libdir/libmpi.a ",
+    ),
 )
 
 

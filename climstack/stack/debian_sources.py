@@ -147,8 +147,14 @@ class DebianSources:
         """apt-helper's download of `uri` to `target`, refused unless it has `sha256`."""
         # apt's messages in English whatever the user's locale: the check below reads them
         proc = process.run(
-            ["/usr/lib/apt/apt-helper", *self._options(), "download-file", uri, target,
-             f"SHA256:{sha256}"],
+            [
+                "/usr/lib/apt/apt-helper",
+                *self._options(),
+                "download-file",
+                uri,
+                target,
+                f"SHA256:{sha256}",
+            ],
             f"downloading {uri}",
             timeout=1800,
             check=False,
@@ -159,7 +165,7 @@ class DebianSources:
                 f"{uri} ({what}) does not have the sha256 {sha256} that its index and our "
                 "pin give; nothing was kept",
                 fix="re-run to download again; if it persists, the Debian "
-                "mirror is corrupt: use another. Never disable the checksums",
+                "mirror is corrupt: use another. Never disable Spack's checksums",
             )
         if proc.returncode != 0:
             raise ClimstackError(
