@@ -230,7 +230,12 @@ def script(
             shape = [(component.ntasks, component.nodes, command)]
             runtime = runtimes.get(made.runtime)
             before, step = launch.job_step(
-                made, runtime, slurm.srun(site), image_path, shape, here=bool(benchmark.case)
+                made,
+                runtime,
+                slurm.srun(site),
+                image_path,
+                shape,
+                here=bool(benchmark.case or benchmark.workdir),  # it writes in its directory
             )
             header += f" runtime={made.runtime}"
         failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode} reason="

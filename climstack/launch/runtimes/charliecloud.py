@@ -11,6 +11,10 @@ from climstack.launch.runtimes.apptainer import Apptainer
 from climstack.launch.runtimes.base import Runtime
 
 
+#: where a job step's working directory is bound when its ranks start there (job_lines)
+HERE = "/mnt"
+
+
 class Charliecloud(Runtime):
     name = "charliecloud"
     separators = ":"
@@ -39,9 +43,11 @@ class Charliecloud(Runtime):
         self, plan, image: str, command: list[str], here: bool = False
     ) -> tuple[list[str], str]:
         """(lines before srun, the per-rank command): ch-run carries the plan itself; `here`:
-        the step's directory bound at its path and the start (ch-run starts in / otherwise)."""
+        the step's directory bound at HERE and the start there (ch-run starts in /
+        otherwise). Not at its own path: the directory is known only at run time, and
+        ch-run cannot create a mount point in a read-only image; every image has /mnt."""
         ch_run, *rest = self.exec_args(plan, image, command)
-        where = ' "--bind=$PWD:$PWD" "--cd=$PWD"' if here else ""  # expanded at run time
+        where = f' "--bind=$PWD:{HERE}" "--cd={HERE}"' if here else ""  # $PWD: at run time
         return [], f"{ch_run}{where} {shlex.join(rest)}"
 
     def exporter(self) -> Runtime:
