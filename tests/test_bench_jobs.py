@@ -131,7 +131,9 @@ def test_archer2_benchio_sweeps_the_lustre_stripe_settings(archer2_jobs):
     assert len(failed) == len(runs)
     assert all("(lfs setstripe -c '$count' -S '$size')" in line for line in failed)
     assert '"$(native_prefix benchio)/bin/benchio.x"' in text
-    assert "singularity exec /work/me/archer2.sif /opt/views/view/bin/benchio.x" in text
+    # its ranks start in its directory, in the container too
+    exe = 'singularity exec "--pwd=$PWD" /work/me/archer2.sif /opt/views/view/bin/benchio.x'
+    assert exe in text
     # netcdf-bench writes where the job runs: no sweep there
     assert "lfs" not in scripts["netcdf-bench"]
 
