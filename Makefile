@@ -1,15 +1,16 @@
 # The two commands a newcomer needs (see README.md):
 #   make local   set up, concretize every environment, emit the container recipes,
-#                install and run the local smoke slice, build the ARCHER2 image and its
-#                SIF (Apptainer runs the recipe's %test: image check + mpi-probe), and
-#                run mpi-probe in them on 2 ranks, bind mode, under Charliecloud and Apptainer;
+#                install and run the local smoke slice; build the ARCHER2 image and,
+#                side by side, the whole local environment (stack + OSU, mpiBench,
+#                NetCDF-Bench, benchio, MOM6) from offline sources; build the image's SIF
+#                (Apptainer runs the recipe's %test: image check + mpi-probe) and run
+#                mpi-probe in them on 2 ranks, bind mode, under Charliecloud and Apptainer;
 #                push the probes as images to a loopback OCI registry and run mpi-probe's
-#                image from it (ch-image pull), bind mode; install the whole local
-#                environment (stack + OSU, mpiBench, NetCDF-Bench, benchio) from offline
-#                sources, run the benchmarks natively and in the image (bind, bind-noxpmem,
-#                hybrid, fabric) and write the report to the path it prints
+#                image from it (ch-image pull), bind mode; run the benchmarks natively and
+#                in the image (bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric) and
+#                write the report to the path it prints
 #   make test    set up, run the test suite
-.PHONY: setup local test bench
+.PHONY: setup local test bench stack-builds image-build native-build
 
 setup:
 	bin/setup
@@ -18,9 +19,22 @@ local: setup
 	bin/climstack concretize
 	bin/climstack containerize
 	bin/climstack smoke local
+	$(MAKE) --no-print-directory -j 2 --output-sync=line stack-builds
 	bin/climstack container-smoke container-archer2
 	bin/climstack registry-smoke local
 	bin/climstack bench local
+
+# the stack built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
+# natively (the local environment, the benchmarks' baseline). Each build is mostly one
+# compiler at a time (FMS and MOM6 compile their Fortran modules in dependency order),
+# so together they use both cores; both results are cached by their inputs
+stack-builds: image-build native-build
+
+image-build:
+	bin/climstack image container-archer2
+
+native-build:
+	bin/climstack install local
 
 # one pytest process per CPU, each running whole modules (module fixtures built once), in
 # the order tests/conftest.py gives them (not xdist's largest-module-first)

@@ -14,6 +14,7 @@ COMMAND_MODULES = (
     "climstack.cli.drift",
     "climstack.cli.environments",
     "climstack.cli.smoke",
+    "climstack.cli.install",
     "climstack.cli.containers",
     "climstack.cli.image",
     "climstack.cli.sif",

@@ -204,6 +204,42 @@ def test_an_older_netcdf_is_refused_and_fails_as_predicted_when_forced(nc_image,
     assert "undefined symbol: nc_def_var_quantize" in result.stdout + result.stderr
 
 
+NFF_USER = """#include <stdio.h>
+extern void nf_inq_libvers_(void);  /* NetCDF-Fortran's: imported, never called */
+int main(void) { printf("%p\\n", (void *)&nf_inq_libvers_); return 0; }
+"""
+
+
+@needs_charliecloud
+def test_a_host_library_reaching_its_dependency_by_its_own_rpath_is_the_hosts(
+    nc_image, tmp_path
+):
+    """A host NetCDF-Fortran with DT_RPATH (libtool's link of Spack's netcdf-fortran) loads
+    libnetcdf from the host's netcdf-c prefix, which the plan binds at its path, before
+    the plan's links (RPATH outranks LD_LIBRARY_PATH): that is still the host's NetCDF."""
+    debian = Path("/usr/lib/x86_64-linux-gnu")
+    if not (debian / "libnetcdff.so.7").exists():
+        pytest.skip("needs Debian's libnetcdf-dev and libnetcdff7 (bin/setup installs them)")
+    c, fortran = tmp_path / "netcdf-c" / "lib", tmp_path / "netcdf-fortran" / "lib"
+    for directory, name in ((c, "libnetcdf.so.19"), (fortran, "libnetcdff.so.7")):
+        directory.mkdir(parents=True)
+        shutil.copy(debian / name, directory / name)
+    patchelf = ["patchelf", "--force-rpath", "--set-rpath", str(c), fortran / "libnetcdff.so.7"]
+    subprocess.run(patchelf, check=True)
+    source, user = tmp_path / "nff_user.c", nc_image / "opt/probe/bin/nff-user"
+    source.write_text(NFF_USER)
+    link = [f"-Wl,-rpath-link,{c}", fortran / "libnetcdff.so.7"]
+    subprocess.run(["gcc", "-o", user, source, *link], check=True)
+    prefixes = f"{c.parent}:{fortran.parent}"
+    plan = plans.make_plan("local", environ={}, with_families={"netcdf": prefixes})
+    report = verify.check("/opt/probe/bin/nff-user", ready(plan, nc_image, tmp_path), nc_image)
+    assert report.ok, report.problems
+    assert report.families["netcdf"]["from_host"] == ["libnetcdf.so.19", "libnetcdff.so.7"]
+    result = run(plan, nc_image, ["/opt/probe/bin/nff-user"], env={"LD_DEBUG": "libs"})
+    assert result.returncode == 0, result.stderr
+    assert f"trying file={c}/libnetcdf.so.19" in result.stderr  # by the host's RPATH
+
+
 def _site_with(tmp_path: Path, **bind_yaml) -> Path:
     site = tmp_path / "site-local"
     shutil.copytree(pins.PROJECT_ROOT / "site" / "local", site)

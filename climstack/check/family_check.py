@@ -3,7 +3,7 @@ family library the application loads must be the host's, of the SONAME major it 
 the host must export every nc_*/nf_*/H5* symbol imported; and HDF5's run-time version
 check (H5check_version) must pass, read from both libraries' .rodata."""
 
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from climstack.bind import elf, families, loader
 from climstack.bind.plan import LINKS_DIR, Plan
@@ -13,8 +13,23 @@ HDF5_OVERRIDE = "HDF5_DISABLE_VERSION_CHECK"
 VERSION_CHECK = "H5check_version"
 
 
-def _from_links(library: loader.Library) -> bool:
-    return library.path.parent == PurePosixPath(LINKS_DIR)
+def _host_files(plan: Plan) -> set[Path]:
+    """The real files of every bound family's host libraries."""
+    return {
+        Path(path).resolve()
+        for host in plan.families.values()
+        for path in host["libraries"].values()
+    }
+
+
+def _from_host(library: loader.Library, host_files: set[Path]) -> bool:
+    """Loaded from the plan's links, or from a host library's own file where the plan
+    binds it: a host library's DT_RPATH outranks LD_LIBRARY_PATH, so its dependencies
+    load from the host's paths, the links passed by."""
+    return (
+        library.path.parent == PurePosixPath(LINKS_DIR)
+        or Path(library.host).resolve() in host_files
+    )
 
 
 def _loaded_as(closure: loader.Closure, family: str) -> list[tuple[str, loader.Library]]:
@@ -26,7 +41,9 @@ def _loaded_as(closure: loader.Closure, family: str) -> list[tuple[str, loader.L
     ]
 
 
-def check_family(name: str, host: dict, planned: loader.Closure) -> tuple[dict, list[str]]:
+def check_family(
+    name: str, host: dict, planned: loader.Closure, host_files: set[Path]
+) -> tuple[dict, list[str]]:
     """The SONAME and symbol checks of one bound family under the plan."""
     family = families.get(name)
     provided: dict[str, set[str]] = {}  # plain name -> SONAME majors the host provides
@@ -37,7 +54,7 @@ def check_family(name: str, host: dict, planned: loader.Closure) -> tuple[dict, 
     for asked, lib in mine:
         _, plain, major = families.classify(asked)
         who = ", ".join(sorted(set(lib.needed_by))) or str(planned.root.path)
-        if not _from_links(lib):
+        if not _from_host(lib, host_files):
             majors = ", ".join(sorted(provided.get(plain, ()))) or "none"
             problems.append(
                 f"SONAME mismatch: {asked} (needed by {who}) is the image's {lib.path}, not the "
@@ -65,7 +82,7 @@ def check_family(name: str, host: dict, planned: loader.Closure) -> tuple[dict, 
         "imported": len(wanted),
         "exported": len(exported),
         "missing": missing,
-        "from_host": sorted(asked for asked, lib in mine if _from_links(lib)),
+        "from_host": sorted(asked for asked, lib in mine if _from_host(lib, host_files)),
     }
     return report, problems
 
@@ -85,10 +102,11 @@ def check_hdf5(own: loader.Closure, planned: loader.Closure, plan: Plan) -> tupl
         return report, []
     # only code compiled against the image's HDF5 headers checks the version: when every
     # caller is bound from the host (its NetCDF with its HDF5), nothing of the image does
+    host_files = _host_files(plan)
     callers = [
         lib.path
         for lib in [planned.root, *planned.libraries.values()]
-        if not _from_links(lib) and VERSION_CHECK in lib.info.imports
+        if not _from_host(lib, host_files) and VERSION_CHECK in lib.info.imports
     ]
     if not callers:
         report["callers"] = "none from the image: the host's own libraries call HDF5"
@@ -121,9 +139,9 @@ def _plain(lib: loader.Library) -> str:
 
 def check(plan: Plan, own: loader.Closure, planned: loader.Closure) -> tuple[dict, list[str]]:
     """Every bound family's report, HDF5's versions, and the problems found."""
-    reports, problems = {}, []
+    reports, problems, host_files = {}, [], _host_files(plan)
     for name, host in plan.families.items():
-        reports[name], found = check_family(name, host, planned)
+        reports[name], found = check_family(name, host, planned, host_files)
         problems += found
     hdf5, found = check_hdf5(own, planned, plan)
     if hdf5:

@@ -31,7 +31,7 @@ from urllib.parse import unquote
 
 
 from climstack import pins
-from climstack.common import cache, process, progress, stamp
+from climstack.common import atomic, cache, process, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.spack import DEFAULT, Spack
 from climstack.stack import develop_trees, source_mirror
@@ -315,7 +315,10 @@ def fill(env_dir: Path, mirror_dir: Path) -> None:
             if "no Debian source" in outcome and not spec.startswith(elsewhere):
                 print(f"source mirror: {spec}: {outcome}")
 
-    cache.once(mirror_dir / f".filled-{env_dir.name}", inputs, fill_mirror)
+    # one filler at a time: the image's and the local environment's builds may run side by
+    # side (`make local`), and both fill this mirror (apt's state, the same tarballs)
+    with atomic.locked(mirror_dir):
+        cache.once(mirror_dir / f".filled-{env_dir.name}", inputs, fill_mirror)
 
 
 def local_mirror() -> Path:
