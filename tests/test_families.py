@@ -211,9 +211,7 @@ int main(void) { printf("%p\\n", (void *)&nf_inq_libvers_); return 0; }
 
 
 @needs_charliecloud
-def test_a_host_library_reaching_its_dependency_by_its_own_rpath_is_the_hosts(
-    nc_image, tmp_path
-):
+def test_a_host_library_reaching_its_dependency_by_its_own_rpath_is_the_hosts(nc_image, tmp_path):
     """A host NetCDF-Fortran with DT_RPATH (libtool's link of Spack's netcdf-fortran) loads
     libnetcdf from the host's netcdf-c prefix, which the plan binds at its path, before
     the plan's links (RPATH outranks LD_LIBRARY_PATH): that is still the host's NetCDF."""
