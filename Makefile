@@ -27,14 +27,16 @@ local: setup
 # the stack built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
 # natively (the local environment, the benchmarks' baseline). Each build is mostly one
 # compiler at a time (FMS and MOM6 compile their Fortran modules in dependency order),
-# so together they use both cores; both results are cached by their inputs
+# so together they use both cores; both results are cached by their inputs. Their stdin
+# is /dev/null: make lends its stdin to one job at a time, and Spack's installer fails on
+# the closed one (OSError: Bad file descriptor)
 stack-builds: image-build native-build
 
 image-build:
-	bin/climstack image container-archer2
+	bin/climstack image container-archer2 </dev/null
 
 native-build:
-	bin/climstack install local
+	bin/climstack install local </dev/null
 
 # one pytest process per CPU, each running whole modules (module fixtures built once), in
 # the order tests/conftest.py gives them (not xdist's largest-module-first)
