@@ -27,16 +27,16 @@ local: setup
 # the stack built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
 # natively (the local environment, the benchmarks' baseline). Each build is mostly one
 # compiler at a time (FMS and MOM6 compile their Fortran modules in dependency order),
-# so together they use both cores; both results are cached by their inputs. Their stdin
-# is /dev/null: make lends its stdin to one job at a time, and Spack's installer fails on
-# the closed one (OSError: Bad file descriptor)
+# so together they use both cores; both results are cached by their inputs. Without
+# make's MAKEFLAGS: Spack would take its --jobserver-auth, whose file descriptors make
+# closes for these (non-make) commands (OSError: Bad file descriptor)
 stack-builds: image-build native-build
 
 image-build:
-	bin/climstack image container-archer2 </dev/null
+	env -u MAKEFLAGS -u MFLAGS bin/climstack image container-archer2
 
 native-build:
-	bin/climstack install local </dev/null
+	env -u MAKEFLAGS -u MFLAGS bin/climstack install local
 
 # one pytest process per CPU, each running whole modules (module fixtures built once), in
 # the order tests/conftest.py gives them (not xdist's largest-module-first)
