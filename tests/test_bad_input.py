@@ -49,7 +49,9 @@ STACK = f"  include:\n  - {PROJECT_ROOT}/environments/stack.yaml\n"
 # --- concretize, named-env, smoke --------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["concretize", "smoke", "check-mpi", "containerize"])
+@pytest.mark.parametrize(
+    "command", ["concretize", "smoke", "install", "check-mpi", "containerize"]
+)
 def test_unknown_environment_names_the_real_ones(command):
     refused(
         command,
@@ -80,6 +82,7 @@ def test_smoke_refuses_zero_ranks_and_a_bad_environment(tmp_path):
     refused("smoke", "--ranks", "0", wrong=["--ranks 0"], fix=["--ranks 2"])
     env = env_dir(tmp_path, STACK + "  specs: [zlib]\n")
     refused("smoke", env, wrong=["exactly one site"], fix=["../../site/"])
+    refused("install", env, wrong=["exactly one site"], fix=["../../site/"])
 
 
 # --- containerize, check-mpi, image ------------------------------------------------------

@@ -78,6 +78,23 @@ def test_every_benchmark_runs_and_parses(local_run):
 
 
 @cpus_alone
+def test_install_lists_what_bench_local_runs_on(local_run):
+    """`climstack install` (make local's native build): already installed, it lists every
+    package of the environment with its prefix."""
+    proc = subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "install", "local"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    prefixes = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    for name in ("mom6", "fms", "netcdf-c", "netcdf-fortran", "benchio", "netcdf-bench"):
+        assert Path(prefixes[name]).is_dir(), name
+    assert prefixes["hdf5"] == "/usr/lib/x86_64-linux-gnu/hdf5/mpich"  # the site's external
+
+
+@cpus_alone
 def test_csv_matches_json_and_the_tidy_columns(local_run):
     out, data = local_run
     with open(out / "records.csv") as handle:
