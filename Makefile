@@ -19,7 +19,7 @@ local: setup
 	bin/climstack concretize
 	bin/climstack containerize
 	bin/climstack smoke local
-	$(MAKE) --no-print-directory -j 2 --output-sync=line stack-builds
+	$(MAKE) --no-print-directory -j 2 stack-builds
 	bin/climstack container-smoke container-archer2
 	bin/climstack registry-smoke local
 	bin/climstack bench local
@@ -27,7 +27,8 @@ local: setup
 # the stack built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
 # natively (the local environment, the benchmarks' baseline). Each build is mostly one
 # compiler at a time (FMS and MOM6 compile their Fortran modules in dependency order),
-# so together they use both cores; both results are cached by their inputs. Without
+# so together they use both cores; both results are cached by their inputs. Their
+# progress lines interleave as they come (make's --output-sync would hold them). Without
 # make's MAKEFLAGS: Spack would take its --jobserver-auth, whose file descriptors make
 # closes for these (non-make) commands (OSError: Bad file descriptor)
 stack-builds: image-build native-build
