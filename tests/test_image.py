@@ -65,6 +65,20 @@ def test_view_executables_need_xpmem_and_use_runpath(archer2_image):
         assert found and elf.read(found[0]).soname == image_check.XPMEM_SONAME
 
 
+def test_no_library_of_the_image_searches_this_hosts_paths(archer2_image):
+    """Every search path of the image's own builds lies inside the image: its
+    netcdf-fortran, built from a copy of the pristine develop tree, once linked the local
+    environment's stale objects, whose RPATH named this host's install tree."""
+    software = archer2_image / "opt" / "software"
+    libraries = [p for p in software.rglob("*.so*") if p.is_file() and not p.is_symlink()]
+    assert any(p.name.startswith("libnetcdff.so") for p in libraries)
+    for path in libraries:
+        info = elf.try_read(path)
+        for directory in (info.rpath + info.runpath) if info else []:
+            assert not directory.startswith(str(pins.cache_dir())), (path, directory)
+            assert directory.startswith(("/opt/", "$ORIGIN")), (path, directory)
+
+
 def test_the_benchmarks_are_kept_as_built_without_xpmem(archer2_image):
     """The bind-noxpmem control: each MPI executable of the view also exists, as built, under
     image.NOXPMEM: the same DT_NEEDED but libxpmem.so.0."""

@@ -125,8 +125,15 @@ def slice_manifest(recipe_text: str) -> str:
     mirrors = manifest["spack"].setdefault("mirrors", {})
     mirrors[BUILDS_MIRROR] = {"url": str(builds_mirror()), "signed": False}
     develop = manifest["spack"].setdefault("develop", {})
-    develop.update(develop_trees.develop_section(Path(DEVELOP_TREES) / "netcdf-fortran"))
+    develop.update(develop_trees.develop_section(image_tree()))
     return yaml.safe_dump(manifest, sort_keys=False)
+
+
+def image_tree() -> Path:
+    """Where the image holds its copy of netcdf-fortran's develop tree: named by the
+    pristine tree (package and the orig tarball's digest), so another source or a copy
+    made another way is another spec (its dev_path), never an older binary."""
+    return Path(DEVELOP_TREES) / develop_trees.source_tree().name
 
 
 def builds_mirror() -> Path:
@@ -155,6 +162,7 @@ def _stamp(recipe_text: str) -> str:
         OFFLINE_SCOPE,
         Path(mpich_fortran.__file__),
         develop_trees.NETCDF_FORTRAN.sha256,
+        str(image_tree()),
         *SLICE.values(),
         length=64,
     )
@@ -190,8 +198,8 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
                 copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
             add_wheel_mpich(work)
             shutil.copytree(OFFLINE_SCOPE, work / "opt/climstack/site/offline")
-            trees = work / DEVELOP_TREES.lstrip("/")
-            shutil.copytree(develop_trees.source_tree(), trees / "netcdf-fortran", symlinks=True)
+            pristine = develop_trees.source_tree()  # never built in: no host objects
+            shutil.copytree(pristine, work / str(image_tree()).lstrip("/"), symlinks=True)
         env_in_image = work / IMAGE_ENV.lstrip("/")
         env_in_image.mkdir(parents=True)
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))

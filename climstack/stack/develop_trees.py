@@ -1,9 +1,16 @@
 """A source Spack cannot fetch here as an archive with its recipe's checksum, as a `spack
 develop` tree: netcdf-fortran (Debian repacks it, `+ds`), Debian's orig tarball unpacked
 once and declared by a `develop:` scope that site/local includes
-(CLIMSTACK_NETCDF_FORTRAN_TREE points at another tree). `bin/setup` makes it."""
+(CLIMSTACK_NETCDF_FORTRAN_TREE points at another tree). `bin/setup` makes it.
+
+Spack builds a develop tree in place (configure, objects, libraries), so the unpacked
+orig tarball stays pristine and is only copied: the local environment builds in a copy
+of its own (`local_tree`), and each image gets a copy of the pristine tree. (An image once
+copied the local environment's built-in tree and linked its stale objects, whose RPATH
+named this host's paths.)"""
 
 import os
+import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -52,7 +59,7 @@ def develop_scope() -> Path:
 
 
 def _unpacked_tree(tree: DebianTree) -> Path:
-    final = pins.cache_dir() / "dev-sources" / f"{tree.package}-{tree.sha256[:12]}"
+    final = pins.cache_dir() / "dev-sources" / "orig" / f"{tree.package}-{tree.sha256[:12]}"
 
     def fill(work: Path):
         debian = DebianSources(suites=(tree.suite,))
@@ -92,6 +99,20 @@ def source_tree(tree: DebianTree = NETCDF_FORTRAN) -> Path:
     return path
 
 
+def local_tree(tree: DebianTree = NETCDF_FORTRAN) -> Path:
+    """The local environment's tree, where Spack builds: a copy of source_tree(), made
+    once (a tree named by the variable is used as it is: the user's to keep)."""
+    if os.environ.get(tree.variable):
+        return source_tree(tree)
+    pristine = source_tree(tree)
+    final = pins.cache_dir() / "dev-sources" / "local" / pristine.name
+
+    def fill(work: Path):
+        shutil.copytree(pristine, work, symlinks=True)
+
+    return atomic.directory(final, fill)
+
+
 def develop_section(path: Path, tree: DebianTree = NETCDF_FORTRAN) -> dict:
     """An environment's `develop:` entry building `tree` from `path`."""
     return {tree.package: {"spec": tree.spec, "path": str(path)}}
@@ -99,7 +120,7 @@ def develop_section(path: Path, tree: DebianTree = NETCDF_FORTRAN) -> dict:
 
 def ensure_develop_trees() -> Path:
     """Unpack (once) and declare the develop trees; return the scope."""
-    develop = {"develop": develop_section(source_tree())}
+    develop = {"develop": develop_section(local_tree())}
     text = "# Written by climstack bin/setup; rerun it rather than editing.\n"
     atomic.write_text(develop_scope() / "develop.yaml", text + yaml.safe_dump(develop))
     return develop_scope()
