@@ -108,7 +108,7 @@ def local_tree(tree: DebianTree = NETCDF_FORTRAN) -> Path:
     final = pins.cache_dir() / "dev-sources" / "local" / pristine.name
 
     def fill(work: Path):
-        shutil.copytree(pristine, work, symlinks=True)
+        shutil.copytree(pristine, work, symlinks=True, dirs_exist_ok=True)
 
     return atomic.directory(final, fill)
 
