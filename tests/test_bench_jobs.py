@@ -150,8 +150,32 @@ def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
     text = (out / "benchio.sh").read_text()
     assert "# no Lustre at local (no lustre: in its bind.yaml): benchio runs without" in text
     assert all("stripe_count" not in h for h in headers(text))
+    # a directory of its own below the submit directory, unless CLIMSTACK_BENCH_DIR says
+    assert 'bench_dir="${CLIMSTACK_BENCH_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}/benchio-' in text
     # the local scripts keep the local run's sizes, not the centre's 50 GB write
     assert "-d=8:128:128:32" in (out / "netcdf-bench.sh").read_text()
+
+
+def test_emit_writes_the_chosen_modes_only_and_refuses_unknown_ones(tmp_path):
+    """--modes with --emit: each script keeps the chosen modes it compares, a comparison
+    left with none is not written; an unknown mode is refused before anything is written."""
+    root = cray_tree.cray_tree(tmp_path / "cray")
+    out = tmp_path / "jobs"
+    base = [CLIMSTACK, "bench", "archer2", "--emit", out, "--root", root, "--repeats", "1"]
+    env = {**os.environ, "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"}
+    bad = subprocess.run(base + ["--modes", "native,bnd"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--modes: unknown mode(s) bnd for --emit" in bad.stderr
+    assert "fix: from native,bind-noxpmem,bind," in bad.stderr and not out.exists()
+    chosen = base + ["--modes", "native,bind-noxpmem"]
+    proc = subprocess.run(chosen, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    scripts = {p.stem: p.read_text() for p in out.glob("*.sh")}
+    # osu-latency compares native, bind, hybrid: native stays; mpiBench's xpmem pair both
+    assert [h["mode"] for h in headers(scripts["mpibench-xpmem"])] == ["native", "bind-noxpmem"]
+    assert {h["mode"] for name in scripts for h in headers(scripts[name])} == {
+        "native",
+        "bind-noxpmem",
+    }
 
 
 def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
@@ -228,33 +252,30 @@ def local_image():
 
 @cpus_alone
 def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp_path):
-    """`climstack bench local --emit`: NetCDF-Bench's, benchio's and MOM6's scripts, one
-    repeat, through Slurm; natively they run and parse, every other mode runs or reports
-    why not, and MOM6's runs are compared with native's bit for bit."""
+    """`climstack bench local --emit`: NetCDF-Bench's and MOM6's scripts, one repeat,
+    native and bind, through Slurm; natively they run and parse, the bind runs run or report
+    why not, and MOM6's bind run is compared with native's bit for bit. (benchio's script
+    runs through Slurm in the stripe sweep's test below; every mode runs in test_bench.py.)"""
     jobs_dir = tmp_path / "jobs"
     proc = subprocess.run(
         [CLIMSTACK, "bench", "local", "--emit", jobs_dir, "--repeats", "1"]
-        + ["--image", local_image],
+        + ["--modes", "native,bind", "--image", local_image],
         capture_output=True,
         text=True,
     )
     assert proc.returncode == 0, proc.stderr
-    for name, io in (("netcdf-bench", False), ("benchio", True)):
-        code, output = cluster.sbatch_wait(jobs_dir / f"{name}.sh", timeout=300)
-        assert code == 0, output[-3000:]
-        records, failures, problems = collect.read_paths([jobs_dir / f"{name}.out"])
-        emitted = [h["mode"] for h in headers((jobs_dir / f"{name}.sh").read_text())]
-        assert emitted[0] == "native" and len(emitted) >= 2
-        ran = {r.mode for r in records}
-        assert "native" in ran and {r.benchmark for r in records} == {name}
-        assert ran | {f.mode for f in failures} == set(emitted), output[-3000:]
-        # a run that failed may leave a partial output ("no results"), nothing else
-        assert all("no results" in p.message for p in problems), problems
-        native = {r.operation for r in records if r.mode == "native" and r.metric == "rate"}
-        wanted = {"Serial", "MPI-IO", "HDF5", "NetCDF"} if io else {"write", "read"}
-        assert native == wanted, (failures, problems, output[-3000:])
-    # benchio ran in a directory of its own below the submit directory
-    assert list(cluster.dir.glob("benchio-*/benchio_files"))
+    code, output = cluster.sbatch_wait(jobs_dir / "netcdf-bench.sh", timeout=300)
+    assert code == 0, output[-3000:]
+    records, failures, problems = collect.read_paths([jobs_dir / "netcdf-bench.out"])
+    emitted = [h["mode"] for h in headers((jobs_dir / "netcdf-bench.sh").read_text())]
+    assert emitted == ["native", "bind"]
+    ran = {r.mode for r in records}
+    assert "native" in ran and {r.benchmark for r in records} == {"netcdf-bench"}
+    assert ran | {f.mode for f in failures} == set(emitted), output[-3000:]
+    # a run that failed may leave a partial output ("no results"), nothing else
+    assert all("no results" in p.message for p in problems), problems
+    native = {r.operation for r in records if r.mode == "native" and r.metric == "rate"}
+    assert native == {"write", "read"}, (failures, problems, output[-3000:])
     # the model: a run directory per mode, the main loop read back, each container mode's
     # outputs compared with native's (the local run's own short case)
     code, output = cluster.sbatch_wait(jobs_dir / "mom6.sh", timeout=900)

@@ -14,53 +14,27 @@ from pathlib import Path
 import netCDF4
 import numpy
 import pytest
-import yaml
 from conftest import PROJECT_ROOT
 
 from climstack import spack
-from climstack.bench import bitwise, cases, modes
+from climstack.bench import bitwise, cases, local, modes
 from climstack.errors import ClimstackError
 from climstack.launch import launchers
-from climstack.stack import bench_sources, environments
+from climstack.stack import environments
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
 #: 24 steps of DT = 900 s (ENERGYSAVEDAYS = 0.25: ocean.stats at the start and the end)
 SHORT = {"DAYMAX": "0.25"}
-#: FMS 2023.03 (what MOM6's ac/deps builds) as a git version, the tag's commit; Debian's
-#: python3 for MOM6's makedep. What site/offline and site/local are to hold (issue 37)
-OFFLINE_SCOPE = {
-    "packages": {
-        "fms": {"require": ["@git.527a42f3ff36d75aac68b65757b35f73a74146bb=2023.03"]},
-        "python": {"externals": [{"spec": "python@3.11.2", "prefix": "/usr"}]},
-    }
-}
 
 
 @pytest.fixture(scope="module")
-def mom6(tmp_path_factory) -> str:
-    """MOM6 installed from offline sources into the local install tree, from a temporary
-    environment of the stack, site/local and the offline scope above, with mom6 alone.
-    The source mirror is filled first (bench_sources: the archives of MOM6 with its
-    submodules, of FMS, and FMS's recipe patch)."""
-    env_dir = tmp_path_factory.mktemp("mom6-env")
-    (env_dir / "scope").mkdir()
-    (env_dir / "scope" / "packages.yaml").write_text(yaml.safe_dump(OFFLINE_SCOPE))
-    include = [
-        str(env_dir / "scope"),
-        str(PROJECT_ROOT / "environments" / "stack.yaml"),
-        str(PROJECT_ROOT / "site" / "local"),
-    ]
-    specs = [{"matrix": [["$models"], ["$site_arch"]]}]  # the stack's spec: its flags
-    manifest = {"spack": {"include": include, "specs": specs, "view": False}}
-    (env_dir / "spack.yaml").write_text(yaml.safe_dump(manifest))
-    spack.run("concretize", "--fresh", env=env_dir)
-    bench_sources.fill_git(env_dir, bench_sources.local_mirror(), ["mom6", "fms"])
-    spack.stream("install", "-j", "2", "mom6", env=env_dir)
-    prefix = spack.run("find", "--format", "{prefix}", "mom6", env=env_dir).stdout.split()
-    assert len(prefix) == 1, prefix
-    program = f"{prefix[0]}/bin/MOM6"
-    assert Path(program).is_file(), program
-    return program
+def mom6() -> str:
+    """MOM6 as the local environment installs it from offline sources (`climstack install`:
+    the source mirror filled with the archives of MOM6 with its submodules, of FMS and of
+    FMS's recipe patch; a no-op once installed)."""
+    program = local.install(environments.resolve("local"))["mom6"] / "bin" / "MOM6"
+    assert program.is_file(), program
+    return str(program)
 
 
 def run_case(run_dir: Path, *options) -> str:

@@ -35,14 +35,10 @@ Parser = Callable[[Lines, Warn, str], Iterator[Measurement]]
 
 
 def _numbers(text: str, count: int) -> list[float]:
-    fields = text.split()
-    try:
-        values = [float(field) for field in fields[:count]]
-    except ValueError:
-        raise Garbled(f"expected {count} numbers, read {text.strip()!r}") from None
-    if len(values) < count:
+    fields = text.split()[:count]
+    if len(fields) < count or not all(_is_number(field) for field in fields):
         raise Garbled(f"expected {count} numbers, read {text.strip()!r}")
-    return values
+    return [float(field) for field in fields]
 
 
 def _match(pattern: re.Pattern, text: str, what: str) -> list[str]:

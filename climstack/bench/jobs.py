@@ -99,6 +99,8 @@ SEEDS = (
         "mom6", "mom6", 1, 128, ("native", "bind", "hybrid", "fabric"), settings=("DAYMAX=1.0",)
     ),
 )
+#: every mode a seed compares, in the seeds' order (what `--emit --modes` chooses from)
+EMIT_MODES = tuple(dict.fromkeys(m for c in SEEDS for m in c.modes))
 
 
 def program(benchmark: runner.Benchmark, mode: str, ranks: int, extra=()) -> list[str]:
@@ -290,13 +292,21 @@ def site_lustre(site: str) -> dict | None:
 
 
 def emit(
-    site: str, out: Path, image_path: str, repeats=5, ranks=None, root=Path("/"), lustre=SITE
+    site: str,
+    out: Path,
+    image_path: str,
+    repeats=5,
+    ranks=None,
+    root=Path("/"),
+    lustre=SITE,
+    only: tuple[str, ...] = EMIT_MODES,
 ):
-    """Write one script per seed comparison under `out`; returns their paths. `lustre`:
-    the stripe sweep's file system ({path, stripe_counts, stripe_sizes}), None for none;
-    by default the site's."""
+    """Write one script per seed comparison under `out`, each with the modes of `only` it
+    has (none left: no script); returns their paths. `lustre`: the stripe sweep's file
+    system ({path, stripe_counts, stripe_sizes}), None for none; by default the site's."""
     lustre = site_lustre(site) if lustre == SITE else lustre
     seeds = [replace(c, nodes=1, ranks=ranks) if ranks else c for c in SEEDS]
+    seeds = [replace(c, modes=ms) for c in seeds if (ms := tuple(m for m in c.modes if m in only))]
     if site == "local":  # the seeds' sizes are for a centre's nodes: the local run's here
         seeds = [replace(c, arguments=(), settings=()) for c in seeds]
     wanted = {m if m != "bind-noxpmem" else "bind" for c in seeds for m in c.modes} - {"native"}

@@ -51,7 +51,10 @@ def run_emit(args) -> None:
     """`bench SITE --emit DIR`: the comparisons' job scripts, to run at the centre."""
     out = Path(args.emit)
     image_path = args.image or image.default_destination(IMAGE)
-    paths = jobs.emit(args.site, out, str(image_path), args.repeats, args.ranks, args.root)
+    only = emit_modes(args.modes)
+    paths = jobs.emit(
+        args.site, out, str(image_path), args.repeats, args.ranks, args.root, only=only
+    )
     print(f"climstack bench: {len(paths)} job scripts in {out} (plans in {out / 'plans'}):")
     for path in paths:
         print(f"  sbatch {path}")
@@ -66,6 +69,18 @@ def run_emit(args) -> None:
     else:
         print(f"climstack bench: benchio.sh: no Lustre at {args.site}, no stripe sweep")
     print("then: climstack bench report DIR_OF_THEIR_OUT_FILES")
+
+
+def emit_modes(chosen: str | None) -> tuple[str, ...]:
+    """--modes of --emit, checked (default: every mode of the seed comparisons)."""
+    names = tuple(chosen.split(",")) if chosen else jobs.EMIT_MODES
+    unknown = sorted(set(names) - set(jobs.EMIT_MODES))
+    if unknown:
+        raise ClimstackError(
+            f"--modes: unknown mode(s) {', '.join(unknown)} for --emit",
+            fix=f"from {','.join(jobs.EMIT_MODES)}",
+        )
+    return names
 
 
 def run_report(args) -> int:
@@ -96,7 +111,9 @@ def register(commands) -> None:
     local.add_argument("--ranks", type=int, default=2)
     local.add_argument("--out", help="report directory (default: a new one in the cache)")
     local.add_argument(
-        "--modes", help=f"comma-separated, from {','.join(modes.MODES)} (default: all)"
+        "--modes",
+        help=f"comma-separated, from {','.join(modes.MODES)} (default: all); with --emit, "
+        f"from {','.join(jobs.EMIT_MODES)}",
     )
     local.add_argument("--runtime", choices=runtimes.LOCAL, default="charliecloud")
     local.add_argument("--image", type=Path, help=f"image directory of {IMAGE}")
@@ -117,6 +134,9 @@ def register(commands) -> None:
         centre.add_argument("--emit", metavar="DIR", required=True, help="where to write them")
         centre.add_argument("--image", type=Path, help="the image (.sif) the jobs run")
         centre.add_argument("--repeats", type=int, default=5, help="runs per mode (default 5)")
+        centre.add_argument(
+            "--modes", help=f"comma-separated, from {','.join(jobs.EMIT_MODES)} (default: all)"
+        )
         centre.add_argument("--ranks", type=int, help="ranks of every run, on one node")
         centre.add_argument(
             "--root", type=Path, default=Path("/"), help="host root to discover the MPI under"

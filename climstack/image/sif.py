@@ -61,7 +61,7 @@ def build(
             fix=f"climstack image {name} {image_dir}",
         )
     # the image's inputs, not its path: the same image anywhere makes the same SIF
-    key = stamp.digest(recipe_text, image_stamp.read_text().strip(), length=64)
+    key = stamp.digest(recipe_text, image_stamp.read_text().strip(), *apptainer.SQUASH, length=64)
     entry = cache.Entry(destination, key)
     # a SIF made from the same inputs elsewhere (the tests' own beside the user's) is copied
     return entry.build(
@@ -79,7 +79,7 @@ def _apptainer_build(recipe_text: str, image_dir: Path, sif: Path) -> None:
     (work / "image.def").write_text(definition(recipe_text, str(squashed)))
     with progress.step(f"apptainer build {sif.name} (runs the recipe's %test)"):
         process.run(
-            [apptainer.on_this_machine(), "build", sif, work / "image.def"],
+            [apptainer.on_this_machine(), "build", *apptainer.SQUASH, sif, work / "image.def"],
             "apptainer build of the SIF",
             timeout=1800,
             env=process.environ(APPTAINER_TMPDIR=work),

@@ -104,7 +104,8 @@ def arguments(slice_name: str = "probes") -> dict[str, str]:
 
 def command(values: dict[str, str], sif: Path, recipe: Path) -> list:
     """`apptainer build` with the user cache at MOUNT; run it from the project root."""
-    args = [apptainer.on_this_machine(), "build", "--bind", f"{pins.cache_dir()}:{MOUNT}"]
+    args = [apptainer.on_this_machine(), "build", *apptainer.SQUASH]
+    args += ["--bind", f"{pins.cache_dir()}:{MOUNT}"]
     args += [f"--build-arg={key}={value}" for key, value in values.items()]
     return [*args, sif, recipe.relative_to(pins.PROJECT_ROOT)]
 
@@ -116,7 +117,7 @@ def build(name: str, destination: Path) -> tuple[Path, float]:
     values = arguments()
     rendered = build_args.render(recipe.read_text(), values, source=str(recipe))
     sources = [pins.PROJECT_ROOT / source for source, _ in image.recipe_files(rendered)]
-    value = stamp.digest(rendered, *sources, length=64)
+    value = stamp.digest(rendered, *sources, *apptainer.SQUASH, length=64)
     with atomic.locked(destination):  # one builder at a time; the others reuse
         stamp_file = destination.with_name(destination.name + ".inputs")
         if destination.is_file() and stamp.current(stamp_file, value):

@@ -12,6 +12,10 @@ from climstack.pins import PROJECT_ROOT
 
 PROGRAM = "apptainer"
 PROVIDED = PROJECT_ROOT / "bin" / "apptainer"
+#: how `apptainer build` squashes the SIFs climstack builds: gzip, which every Apptainer
+#: and SingularityCE mounts, at level 1 instead of mksquashfs's 9 (a 735 MB image here:
+#: 15 s instead of 62 s, for a SIF 9% larger, 285 MB instead of 261 MB)
+SQUASH = ("--mksquashfs-args", "-comp gzip -Xcompression-level 1")
 
 
 def on_this_machine() -> str:
