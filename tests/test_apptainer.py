@@ -5,6 +5,7 @@ hybrid mode keep the image's. Then a SIF built by `climstack sif` from `climstac
 
 import filecmp
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
@@ -255,6 +256,19 @@ def test_sif_carries_the_recipes_labels_help_and_test(built_sif):
     assert test.returncode == 0, test.stderr[-2000:]
     assert "MPI executables checked, 0 failed" in test.stdout
     assert "library: MPICH Version:\t3.4.3" in test.stdout
+
+
+def test_the_sif_is_squashed_with_gzip_at_level_1(built_sif):
+    """apptainer.SQUASH reaches mksquashfs: the SIF's file system partition is gzip (which
+    every Apptainer and SingularityCE mounts) at level 1."""
+    path, _ = built_sif
+    listing = subprocess.run([APPTAINER, "sif", "list", path], capture_output=True, text=True)
+    found = re.search(r"\|(\d+)-\d+\s*\|FS \(Squashfs", listing.stdout)
+    assert found, listing.stdout + listing.stderr
+    superblock = subprocess.run(
+        ["unsquashfs", "-s", "-o", found.group(1), path], capture_output=True, text=True
+    )
+    assert "Compression gzip\n\tcompression-level 1\n" in superblock.stdout, superblock.stdout
 
 
 def test_a_sif_of_the_same_image_elsewhere_is_copied_not_rebuilt(built_sif, tmp_path, capfd):
