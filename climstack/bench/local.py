@@ -31,13 +31,13 @@ def installed(env_dir: Path) -> dict[str, Path]:
     return {name: Path(prefix) for name, prefix in (line.split() for line in found if line)}
 
 
-def mode_names(args) -> list[str]:
-    """--modes, checked (default: every mode)."""
-    names = args.modes.split(",") if args.modes else list(modes.MODES)
-    unknown = sorted(set(names) - set(modes.MODES))
+def mode_names(args, known=tuple(modes.MODES), what: str = "") -> list[str]:
+    """--modes, checked against `known` (default: all of them); `what` ends the message."""
+    names = args.modes.split(",") if args.modes else list(known)
+    unknown = sorted(set(names) - set(known))
     if unknown:
         raise ClimstackError(
-            f"--modes: unknown mode(s) {', '.join(unknown)}", fix=f"from {','.join(modes.MODES)}"
+            f"--modes: unknown mode(s) {', '.join(unknown)}{what}", fix=f"from {','.join(known)}"
         )
     return names
 

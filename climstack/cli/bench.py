@@ -51,7 +51,7 @@ def run_emit(args) -> None:
     """`bench SITE --emit DIR`: the comparisons' job scripts, to run at the centre."""
     out = Path(args.emit)
     image_path = args.image or image.default_destination(IMAGE)
-    only = emit_modes(args.modes)
+    only = tuple(mode_names(args, jobs.EMIT_MODES, " for --emit"))
     paths = jobs.emit(
         args.site, out, str(image_path), args.repeats, args.ranks, args.root, only=only
     )
@@ -69,18 +69,6 @@ def run_emit(args) -> None:
     else:
         print(f"climstack bench: benchio.sh: no Lustre at {args.site}, no stripe sweep")
     print("then: climstack bench report DIR_OF_THEIR_OUT_FILES")
-
-
-def emit_modes(chosen: str | None) -> tuple[str, ...]:
-    """--modes of --emit, checked (default: every mode of the seed comparisons)."""
-    names = tuple(chosen.split(",")) if chosen else jobs.EMIT_MODES
-    unknown = sorted(set(names) - set(jobs.EMIT_MODES))
-    if unknown:
-        raise ClimstackError(
-            f"--modes: unknown mode(s) {', '.join(unknown)} for --emit",
-            fix=f"from {','.join(jobs.EMIT_MODES)}",
-        )
-    return names
 
 
 def run_report(args) -> int:
