@@ -47,7 +47,7 @@ def main(argv=None) -> int:
         return args.run(args) or 0
     except ClimstackError as err:
         print(f"climstack {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        return err.exit_code
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ from conftest import PROJECT_ROOT, cpus_alone
 from support import io_libraries, programs
 
 from climstack import setup as climstack_setup
-from climstack.bench import collect, local, modes, report, runner
-from climstack.bench.records import COLUMNS, MODES
+from climstack.bench import catalogue, collect, local, modes, report, runner
+from climstack.bench.records import COLUMNS
+
+MODES = tuple(catalogue.names(local=True))
 from climstack.bind import elf
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check, sif
@@ -43,7 +45,7 @@ def local_run(tmp_path_factory):
 
 @cpus_alone
 def test_every_benchmark_runs_and_parses(local_run):
-    _, data = local_run
+    out, data = local_run
     records, failures = data["records"], data["failures"]
     by, modes_of = {}, {}
     for r in records:
@@ -52,16 +54,17 @@ def test_every_benchmark_runs_and_parses(local_run):
         # OSU prints MB/s with 2 decimals: a loaded machine's 1 B bandwidth can read 0.00
         tiny = r["metric"] == "bandwidth" and r["bytes"] < 64
         # a model's clock table lists the clocks the case never enters (ALE, KPP) at 0 s
-        unused = r["benchmark"] == "fms-clocks"
+        unused = r["benchmark"] == "mom6"
         assert (r["value"] > 0 or (tiny or unused) and r["value"] == 0) and r["ranks"] == 2, r
-        assert r["site"] == "local" and r["repeat"] in (1, 2)
+        assert r["site"] == "local" and r["repeat"] in (1, 2) and r["order"] >= 1
+        assert r["host"] != "unknown" and r["job"] == out.name and r["start"]
     in_image = {(m, "charliecloud") for m in MODES[1:]}
     mpi_only = in_image - {("bind-host-netcdf", "charliecloud")}
     assert modes_of["osu"] == modes_of["mpibench"] == {("native", "none"), *mpi_only}
     # NetCDF-Bench runs in every mode, also with the host's NetCDF bound in
     assert modes_of["netcdf-bench"] == {("native", "none"), *in_image}
     # the Fortran side too (benchio, MOM6): the image's MPICH has its Fortran bindings
-    assert modes_of["fms-clocks"] == {("native", "none"), *in_image}
+    assert modes_of["mom6"] == {("native", "none"), *in_image}
     # benchio links HDF5 itself: the image's is the host's release (Debian 12's 1.10.8), so
     # verify lets it run on the host's HDF5 bound in
     assert modes_of["benchio"] == {("native", "none"), *in_image}
@@ -70,7 +73,7 @@ def test_every_benchmark_runs_and_parses(local_run):
     assert by["mpibench"] == {"Bcast", "Allreduce", "Alltoall"}
     assert by["netcdf-bench"] == {"write", "read"}
     assert by["benchio"] == {"Serial", "MPI-IO", "HDF5", "NetCDF"}
-    assert "Main loop" in by["fms-clocks"]  # MOM6's benchmark case
+    assert "Main loop" in by["mom6"]  # MOM6's benchmark case
     latency = [r for r in records if r["operation"] == "latency" and r["repeat"] == 1]
     latency = [r for r in latency if r["mode"] == "native"]
     assert sorted(r["bytes"] for r in latency) == [2**k for k in range(17)]
@@ -101,7 +104,7 @@ def test_csv_matches_json_and_the_tidy_columns(local_run):
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == COLUMNS == [
         "benchmark", "operation", "bytes", "ranks", "nodes", "mode", "runtime", "site",
-        "metric", "value", "unit", "repeat",
+        "metric", "value", "unit", "repeat", "host", "job", "start", "order",
     ]  # fmt: skip
     assert len(rows) == len(data["records"])
     assert float(rows[0]["value"]) == data["records"][0]["value"]
@@ -123,7 +126,9 @@ def test_report_tables_and_plots(local_run):
     assert f"## benchio\n\n| operation | bytes | ranks | metric | {columns(MODES)} |" in text
     assert "failed in" not in text
     plots = sorted(p.name for p in (out / "plots").glob("*.png"))
-    assert {f"osu-{op}-{'bandwidth' if 'bw' in op else 'latency'}.png" for op in OSU_OPERATIONS}
+    assert {
+        f"osu-{op}-{'bandwidth' if 'bw' in op else 'latency'}.png" for op in OSU_OPERATIONS
+    } <= set(plots)
     assert {"benchio-rate.png", "netcdf-bench-rate.png"} <= set(plots)
     for plot in (out / "plots").glob("*.png"):
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -133,11 +138,12 @@ def test_report_tables_and_plots(local_run):
     serial = next(line for line in text.splitlines() if line.startswith("| benchio | Serial"))
     assert serial.count("| **") == 5 and "failed" not in serial, serial  # bind-host-netcdf too
     # the model's row: its main loop in every mode, each bit-identical to native's
-    model = next(line for line in text.splitlines() if line.startswith("| fms-clocks |"))
+    model = next(line for line in text.splitlines() if line.startswith("| mom6 |"))
     assert "main loop (model)" in model and model.count("bit-identical (2 runs)") == 5, model
-    verdicts = json.loads((out / "bitwise.json").read_text())
-    both = {"1": "bit-identical", "2": "bit-identical"}
-    assert verdicts == {"fms-clocks": {m: both for m in MODES[1:]}}, verdicts
+    checks = json.loads((out / "records.json").read_text())["bitwise"]
+    verdicts = {(c["mode"], c["repeat"]): c["verdict"] for c in checks}
+    assert verdicts == {(m, r): "bit-identical" for m in MODES[1:] for r in (1, 2)}, checks
+    assert "runs interleaved" not in text and "the mode order rotated per repeat" in text
     assert "## Failed runs" not in text  # none failed: no section
     assert text.index("## Headline") < text.index("## Details") < text.index("## osu")
     assert "summary.png" in plots and (out / "report.html").is_file()
@@ -333,14 +339,6 @@ def test_imb_output_parses(tmp_path):
     assert [r.bytes for r in pingpong] == [0, 1, 2, 4, 8, 16]
     assert all(r.ranks == 2 and r.benchmark == "imb" and r.value > 0 for r in pingpong)
     assert {r.operation for r in records} == {"PingPong", "Allgather"}
-
-
-def test_paired_ratios_and_noise_flag():
-    """Repeat i pairs with repeat i; a spread wider than the effect is flagged."""
-    assert report.paired_ratio({1: 2.0, 2: 3.0, 3: 9.9}, {1: 2.0, 2: 2.0}) == (1.25, 1.0, 1.5)
-    assert report.noisy((1.02, 0.95, 1.10))  # +2% claimed, +-7.5% spread
-    assert not report.noisy((1.50, 1.45, 1.56))
-    assert not report.noisy((1.0, 1.0, 1.0))
 
 
 def test_sources_are_offline_routes_not_vendored(tmp_path, monkeypatch):

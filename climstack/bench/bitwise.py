@@ -1,31 +1,49 @@
 """Bit-for-bit comparison of two runs of a model's case (bench.cases): the text statistics
-(`ocean.stats`, what MOM6's own regression tests compare) byte for byte, and every variable
-of every NetCDF output by its data, not the file's bytes (another libnetcdf may write other
-headers, a container's build other attributes of history). A variable that differs is named
-with its largest absolute and relative difference."""
+(`ocean.stats`, what MOM6's own regression tests compare) byte for byte, and every NetCDF
+output by its contents, not the file's bytes (another libnetcdf may lay a file out
+otherwise): in every group, recursively, the attributes, the dimensions (names, sizes,
+unlimited or not) and each variable's type, dimensions, attributes and data bit for bit.
+A variable that differs is named with its largest absolute and relative difference, and
+bit patterns that differ at equal values (NaN payloads, -0.0 vs 0.0) are named as such.
 
+An output missing from one run, or one that does not read (empty, truncated, corrupt), is
+no verdict: it raises a ToolFailure naming the file. So does a comparison that compared
+nothing (a NetCDF file without variables, an empty *.stats, is not counted)."""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import netCDF4
 import numpy
 
-from climstack.errors import ClimstackError
+from climstack.bench import cases
+from climstack.errors import ClimstackError, ToolFailure
+
+#: global attributes two runs with the same answers may differ in, and only those: `history`
+#: (CF/NUG: who made the file, when, with what; a tool that touches a file appends to it).
+#: MOM6's own outputs (FMS diag and restart files, ocean.stats.nc) name no run directory or
+#: time of writing: their global attributes are `filename`, `title`, `grid_type`,
+#: `grid_tile` and the like, compared as everything else.
+IGNORED_ATTRIBUTES = frozenset({"history"})
 
 
 @dataclass
 class Difference:
     path: str  # relative to the run directory
-    variable: str | None  # None: the file as a whole (text, missing, shape)
+    variable: str | None  # None: the file (or a group) as a whole; "group/name" in a group
     what: str
     max_abs: float | None = None
     max_rel: float | None = None
+    note: str = ""  # where and how else the bits differ (after the largest differences)
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.variable}" if self.variable else self.path
-        if self.max_abs is None:
-            return f"{where}: {self.what}"
-        return f"{where}: {self.what} (max abs {self.max_abs:.6g}, max rel {self.max_rel:.6g})"
+        text = f"{where}: {self.what}"
+        if self.max_abs is not None:
+            text += f" (max abs {self.max_abs:.6g}, max rel {self.max_rel:.6g})"
+        return f"{text} {self.note}" if self.note else text
 
 
 @dataclass
@@ -49,6 +67,374 @@ class Comparison:
         return "\n".join(lines + [f"  {d}" for d in self.differences])
 
 
+# --- arrays, bit for bit
+
+
+@dataclass(frozen=True)
+class ArrayDifference:
+    """Where two arrays of one shape and type hold other bits, by kind of difference."""
+
+    size: int  # elements in each array
+    values: int = 0  # places whose values differ (numbers, or a number vs a NaN)
+    nan_vs_number: int = 0  # of those, a NaN in one array only
+    nan_patterns: int = 0  # NaN in both, other bits (payload, sign)
+    zero_signs: int = 0  # -0.0 vs 0.0: equal values, other bits
+    other: int = 0  # places of a non-numeric type whose bytes differ
+    max_abs: float | None = None  # over the numbers that differ
+    max_rel: float | None = None
+
+    def difference(self, path: str, variable: str | None) -> Difference:
+        """The Difference to report: the numbers that differ first, then the rest."""
+        numbers = self.values - self.nan_vs_number
+        parts = [
+            (self.nan_vs_number, "NaN in one run only"),
+            (self.nan_patterns, "NaN bit patterns differ"),
+            (self.zero_signs, "signed zeros differ (-0.0 vs 0.0)"),
+            (self.other, "data differ"),
+        ]
+        found = [f"{text} at {self._places(n)}" for n, text in parts if n]
+        if numbers:
+            note = "; ".join([f"at {self._places(numbers)}", *found])
+            return Difference(path, variable, "data differ", self.max_abs, self.max_rel, note)
+        return Difference(path, variable, found[0], note="; ".join(found[1:]))
+
+    def _places(self, count: int) -> str:
+        return f"{count} of {self.size} place" + ("s" if self.size != 1 else "")
+
+
+def _native(x: numpy.ndarray) -> numpy.ndarray:
+    x = numpy.ascontiguousarray(x)
+    return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
+
+
+def _differing(x: numpy.ndarray, y: numpy.ndarray) -> numpy.ndarray:
+    """A flat boolean array: True where the elements' bits differ."""
+    if x.dtype.kind == "O":  # variable-length strings: Python objects, compared as values
+        return numpy.array([p != q for p, q in zip(x.flat, y.flat)], dtype=bool)
+    x, y = _native(x), _native(y)
+    width = x.dtype.itemsize
+    if width in (1, 2, 4, 8):  # each element as an unsigned integer of its width
+        return x.reshape(-1).view(f"u{width}") != y.reshape(-1).view(f"u{width}")
+    bytes_x = x.reshape(-1).view(numpy.uint8).reshape(x.size, width)
+    return (bytes_x != y.reshape(-1).view(numpy.uint8).reshape(y.size, width)).any(axis=1)
+
+
+def compare_arrays(x: numpy.ndarray, y: numpy.ndarray) -> ArrayDifference | None:
+    """None where x and y (one shape, one type) hold the same bits everywhere; else where
+    and how they differ: NaN equals NaN only with the same bit pattern, and -0.0 is not 0.0."""
+    differ = _differing(x, y)
+    if not differ.any():
+        return None
+    if x.dtype.kind not in "fiu":
+        return ArrayDifference(x.size, other=int(differ.sum()))
+    xs, ys = x.reshape(-1)[differ], y.reshape(-1)[differ]  # only the places that differ
+    is_nan = numpy.isnan if x.dtype.kind == "f" else numpy.zeros_like  # (no integer NaN)
+    nan_x, nan_y = is_nan(xs).astype(bool), is_nan(ys).astype(bool)
+    both_nan, one_nan = nan_x & nan_y, nan_x ^ nan_y
+    equal = xs == ys  # other bits at equal values: -0.0 vs 0.0
+    numbers = ~(both_nan | one_nan | equal)
+    max_abs, max_rel = _largest(xs[numbers], ys[numbers])
+    return ArrayDifference(
+        x.size,
+        values=int(numbers.sum() + one_nan.sum()),
+        nan_vs_number=int(one_nan.sum()),
+        nan_patterns=int(both_nan.sum()),
+        zero_signs=int(equal.sum()),
+        max_abs=max_abs,
+        max_rel=max_rel,
+    )
+
+
+def _largest(xs: numpy.ndarray, ys: numpy.ndarray) -> tuple[float | None, float | None]:
+    """The largest absolute and relative difference of numbers that differ (no NaN)."""
+    if not xs.size:
+        return None, None
+    xf, yf = xs.astype(numpy.float64), ys.astype(numpy.float64)
+    diff = numpy.abs(xf - yf)
+    with numpy.errstate(divide="ignore", invalid="ignore"):
+        rel = diff / numpy.maximum(numpy.abs(xf), numpy.abs(yf))  # inf vs a number: NaN
+    max_rel = float(numpy.nanmax(rel)) if not numpy.isnan(rel).all() else float("nan")
+    return float(diff.max()), max_rel
+
+
+def _same_value(x, y) -> bool:
+    """Two attribute values the same, bit for bit (numbers as arrays of their type)."""
+    if isinstance(x, str) or isinstance(y, str):
+        return x == y
+    x, y = numpy.asarray(x), numpy.asarray(y)
+    if x.dtype != y.dtype or x.shape != y.shape:
+        return False
+    return compare_arrays(x, y) is None
+
+
+# --- NetCDF files
+
+
+class _Unreadable(Exception):
+    """A NetCDF file that does not read: the caller names it in a ToolFailure."""
+
+
+@contextmanager
+def _reading(path: Path) -> Iterator[None]:
+    """Errors of netCDF4 (OSError, RuntimeError) and of our header check while reading
+    `path` as a ToolFailure naming it."""
+    try:
+        yield
+    except (OSError, RuntimeError, _Unreadable) as err:
+        raise ToolFailure(
+            f"{path} does not read as NetCDF: {err}",
+            fix=f"the run that wrote it did not finish, or its file system failed: read the "
+            f"run's {cases.STDOUT} (or its job's output), then run it again",
+        ) from None
+
+
+#: the classic formats' magic numbers -> bytes of a count, of an offset (NetCDF's "File
+#: Format Specification": CDF-1 classic, CDF-2 64-bit offset, CDF-5 64-bit data)
+_CLASSIC = {b"CDF\x01": (4, 4), b"CDF\x02": (4, 8), b"CDF\x05": (8, 8)}
+#: nc_type -> bytes of a value
+_TYPE_SIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 1, 8: 2, 9: 4, 10: 8, 11: 8}
+_DIMENSION, _VARIABLE, _ATTRIBUTE = 0x0A, 0x0B, 0x0C
+
+
+class _HeaderCut(_Unreadable):
+    """The header of a classic NetCDF file runs past the bytes read."""
+
+
+class _Header:
+    """A reader of a classic NetCDF file's header (big-endian, 4-byte aligned)."""
+
+    def __init__(self, data: bytes, count: int, offset: int):
+        self.data, self.at, self.count, self.offset = data, 4, count, offset
+
+    def number(self, size: int) -> int:
+        self.at += size
+        if self.at > len(self.data):
+            raise _HeaderCut(f"truncated within its header ({len(self.data)} bytes read)")
+        return int.from_bytes(self.data[self.at - size : self.at], "big")
+
+    def skip(self, size: int) -> None:
+        self.at += -(-size // 4) * 4
+        if self.at > len(self.data):
+            raise _HeaderCut(f"truncated within its header ({len(self.data)} bytes read)")
+
+    def items(self, tag: int) -> int:
+        found, count = self.number(4), self.number(self.count)
+        if found not in (0, tag) or (found == 0 and count):
+            raise _Unreadable(f"a corrupt header (tag {found:#x} before byte {self.at})")
+        return count
+
+    def name(self) -> None:
+        self.skip(self.number(self.count))
+
+    def attributes(self) -> None:
+        for _ in range(self.items(_ATTRIBUTE)):
+            self.name()
+            kind = self.number(4)
+            self.skip(self.number(self.count) * _TYPE_SIZE.get(kind, 1))
+
+
+def _classic_size(data: bytes) -> int | None:
+    """The bytes a classic NetCDF file's header (data: its first bytes) says the file holds
+    (None: another format, or a streamed file whose header does not tell)."""
+    if data[:4] not in _CLASSIC:
+        return None
+    header = _Header(data, *_CLASSIC[data[:4]])
+    records = header.number(header.count)
+    lengths = []
+    for _ in range(header.items(_DIMENSION)):
+        header.name()
+        lengths.append(header.number(header.count))
+    header.attributes()
+    variables = []  # (begin, bytes of the variable or of one record of it, record variable)
+    for _ in range(header.items(_VARIABLE)):
+        header.name()
+        dims = [header.number(header.count) for _ in range(header.number(header.count))]
+        header.attributes()
+        kind = header.number(4)
+        header.number(header.count)  # vsize: computed below (it saturates for large ones)
+        begin = header.number(header.offset)
+        if any(d >= len(lengths) for d in dims) or kind not in _TYPE_SIZE:
+            raise _Unreadable(f"a corrupt header (variable {len(variables) + 1})")
+        record = bool(dims) and lengths[dims[0]] == 0
+        size = int(numpy.prod([lengths[d] for d in dims[record:]])) * _TYPE_SIZE[kind]
+        variables.append((begin, size, record))
+    if records == (1 << 8 * header.count) - 1:  # streaming: numrecs not written
+        return None
+    return _data_end(header.at, variables, records)
+
+
+def _data_end(header_end: int, variables: list, records: int) -> int:
+    """Where the last variable's data end (libnetcdf's layout: a record holds each record
+    variable padded to 4 bytes, unless there is only one)."""
+    sizes = [size for _, size, record in variables if record]
+    record_size = sum(sizes) if len(sizes) == 1 else sum(-(-s // 4) * 4 for s in sizes)
+    ends = [header_end]
+    for begin, size, record in variables:
+        if not record:
+            ends.append(begin + size)
+        elif records:
+            ends.append(begin + (records - 1) * record_size + size)
+    return max(ends)
+
+
+def _check_size(path: Path) -> None:
+    """A classic NetCDF file cut short reads as zeros (libnetcdf fills in what is missing):
+    refuse one smaller than its header says, or empty."""
+    size = path.stat().st_size
+    if not size:
+        raise _Unreadable("an empty file (0 bytes)")
+    with path.open("rb") as stream:
+        head = stream.read(1 << 20)
+    try:
+        needed = _classic_size(head)
+    except _HeaderCut:
+        if size <= len(head):
+            raise
+        needed = _classic_size(path.read_bytes())  # a header of more than 1 MiB
+    if needed is not None and size < needed:
+        raise _Unreadable(f"truncated: {size} bytes, its header describes {needed}")
+
+
+@dataclass
+class _Variable:
+    handle: netCDF4.Variable
+    dtype: str
+    dimensions: tuple[str, ...]
+    shape: tuple[int, ...]
+    attributes: dict
+
+
+@dataclass
+class _Group:
+    """What one group of a NetCDF file holds (groups nested), its data left in the file."""
+
+    path: str  # "" for the root group, else "name/name"
+    attributes: dict
+    dimensions: dict[str, tuple[int, bool]]  # name -> (size, unlimited)
+    variables: dict[str, _Variable]
+    groups: dict[str, "_Group"]
+
+    def count(self) -> int:
+        return len(self.variables) + sum(g.count() for g in self.groups.values())
+
+
+def _attributes(thing) -> dict:
+    return {name: thing.getncattr(name) for name in thing.ncattrs()}
+
+
+def _group(group, path: str = "") -> _Group:
+    variables = {}
+    for name, variable in group.variables.items():
+        variable.set_auto_maskandscale(False)  # bits, not meanings
+        variable.set_auto_chartostring(False)
+        variables[name] = _Variable(
+            variable, str(variable.dtype), variable.dimensions, variable.shape,
+            _attributes(variable),
+        )  # fmt: skip
+    return _Group(
+        path,
+        _attributes(group),
+        {name: (len(d), d.isunlimited()) for name, d in group.dimensions.items()},
+        variables,
+        {name: _group(g, f"{path}{name}/") for name, g in group.groups.items()},
+    )
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[_Group]:
+    with _reading(path):
+        _check_size(path)
+        data = netCDF4.Dataset(path)
+    try:
+        with _reading(path):
+            tree = _group(data)
+        yield tree
+    finally:
+        data.close()
+
+
+class _Files:
+    """The comparison of one NetCDF output of both runs, adding to `comparison`."""
+
+    def __init__(self, name: str, a: Path, b: Path, comparison: Comparison):
+        self.name, self.a, self.b, self.comparison = name, a, b, comparison
+
+    def differ(self, variable: str | None, what: str) -> None:
+        self.comparison.differences.append(Difference(self.name, variable, what))
+
+    def group(self, ga: _Group, gb: _Group) -> None:
+        where = f"group /{ga.path.rstrip('/')}: " if ga.path else ""
+        ignored = IGNORED_ATTRIBUTES if not ga.path else frozenset()
+        kind = "attribute" if ga.path else "global attribute"
+        self.attributes(None, f"{where}{kind}", ga.attributes, gb.attributes, ignored)
+        self.dimensions(where, ga.dimensions, gb.dimensions)
+        for name, (va, vb) in self.pairs(ga.variables, gb.variables, None, where + "variable"):
+            self.variable(f"{ga.path}{name}", va, vb)
+        for _, (sa, sb) in self.pairs(ga.groups, gb.groups, None, where + "group"):
+            self.group(sa, sb)
+
+    def pairs(self, in_a: dict, in_b: dict, variable, kind: str):
+        """The items in both (name, (a's, b's)); those in one only are differences."""
+        for name in sorted(in_a.keys() ^ in_b.keys()):
+            where = self.comparison.a if name in in_a else self.comparison.b
+            self.differ(variable, f"{kind} {name!r} only in {where}")
+        return [(name, (in_a[name], in_b[name])) for name in sorted(in_a.keys() & in_b.keys())]
+
+    def attributes(self, variable, kind: str, in_a: dict, in_b: dict, ignored=frozenset()):
+        in_a = {k: v for k, v in in_a.items() if k not in ignored}
+        in_b = {k: v for k, v in in_b.items() if k not in ignored}
+        for name, (x, y) in self.pairs(in_a, in_b, variable, kind):
+            if not _same_value(x, y):
+                self.differ(variable, f"{kind} {name!r} differs: {x!r} vs {y!r}")
+
+    def dimensions(self, where: str, in_a: dict, in_b: dict) -> None:
+        for name, (x, y) in self.pairs(in_a, in_b, None, where + "dimension"):
+            if x != y:
+                self.differ(None, f"{where}dimension {name!r}: {_dim(*x)} vs {_dim(*y)}")
+
+    def variable(self, name: str, va: _Variable, vb: _Variable) -> None:
+        self.comparison.compared.append(f"{self.name}:{name}")
+        self.attributes(name, "attribute", va.attributes, vb.attributes)
+        layout_a, layout_b = (va.dtype, va.dimensions, va.shape), (
+            vb.dtype,
+            vb.dimensions,
+            vb.shape,
+        )
+        if layout_a != layout_b:
+            self.differ(
+                name, f"type/dimensions/shape {_layout(*layout_a)} vs {_layout(*layout_b)}"
+            )
+            return
+        with _reading(self.a):
+            x = numpy.asarray(va.handle[...])
+        with _reading(self.b):
+            y = numpy.asarray(vb.handle[...])
+        found = compare_arrays(x, y)
+        if found:
+            self.comparison.differences.append(found.difference(self.name, name))
+
+
+def _dim(size: int, unlimited: bool) -> str:
+    return f"{size} (unlimited)" if unlimited else str(size)
+
+
+def _layout(dtype: str, dimensions: tuple, shape: tuple) -> str:
+    return f"{dtype} ({', '.join(dimensions)}) {shape}"
+
+
+def compare_netcdf(a: Path, b: Path, name: str, comparison: Comparison) -> None:
+    """Two NetCDF files, all of them; their variables added to comparison.compared (a file
+    without variables in either run is compared but not counted)."""
+    with _open(a) as ta, _open(b) as tb:
+        before = len(comparison.compared)
+        _Files(name, a, b, comparison).group(ta, tb)
+        if not ta.count() and not tb.count():
+            del comparison.compared[before:]
+
+
+# --- run directories
+
+
 def _stats_files(run_dir: Path) -> set[str]:
     return {p.name for p in run_dir.glob("*.stats")}
 
@@ -57,75 +443,61 @@ def _netcdf_files(run_dir: Path) -> set[str]:
     return {str(p.relative_to(run_dir)) for p in run_dir.rglob("*.nc")}
 
 
-def _values(variable) -> numpy.ndarray:
-    """The variable's data as stored (no scaling or masking: bits, not meanings)."""
-    variable.set_auto_maskandscale(False)
-    return numpy.asarray(variable[...])
+def require_run_directory(run_dir: Path) -> Path:
+    """run_dir, if it is a run directory of a case (it holds a *.stats file); else bad
+    input, before anything runs."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir() or not _stats_files(run_dir):
+        what = "does not exist" if not run_dir.exists() else "is no run directory of a case"
+        raise ClimstackError(
+            f"{run_dir} {what} (no *.stats file there)",
+            fix="give a run directory of `climstack run-case` (one that finished: it holds "
+            "the model's ocean.stats)",
+        )
+    return run_dir
 
 
-def compare_arrays(x: numpy.ndarray, y: numpy.ndarray) -> tuple[float, float] | None:
-    """None where x and y hold the same values bit for bit (NaN equal to NaN at the same
-    place); else the largest absolute and relative difference."""
-    if x.dtype.kind not in "fciu":
-        return None if numpy.array_equal(x, y) else (float("nan"), float("nan"))
-    if x.tobytes() == y.tobytes():
-        return None
-    xf, yf = x.astype(numpy.float64), y.astype(numpy.float64)
-    both_nan = numpy.isnan(xf) & numpy.isnan(yf)
-    diff = numpy.where(both_nan, 0.0, numpy.abs(xf - yf))
-    scale = numpy.maximum(numpy.abs(xf), numpy.abs(yf))
-    with numpy.errstate(divide="ignore", invalid="ignore"):
-        rel = numpy.where(diff == 0, 0.0, diff / scale)
-    # the same value in another bit pattern (e.g. -0.0 vs 0.0) is a difference too
-    return float(numpy.nanmax(diff)), float(numpy.nanmax(rel))
+def _missing(a: Path, b: Path, names_a: set[str], names_b: set[str]) -> None:
+    """Outputs one run wrote and the other did not: that run did not finish."""
+    missing = [
+        f"{(b if name in names_a else a) / name} (written in {a if name in names_a else b})"
+        for name in sorted(names_a ^ names_b)
+    ]
+    if missing:
+        raise ToolFailure(
+            "outputs missing: " + ", ".join(missing),
+            fix=f"the run that lacks them did not finish: read its {cases.STDOUT}, then run "
+            "it again",
+        )
 
 
-def compare_netcdf(a: Path, b: Path, name: str, comparison: Comparison) -> None:
-    with netCDF4.Dataset(a) as da, netCDF4.Dataset(b) as db:
-        names_a, names_b = set(da.variables), set(db.variables)
-        for only, where in ((names_a - names_b, comparison.a), (names_b - names_a, comparison.b)):
-            for variable in sorted(only):
-                comparison.differences.append(
-                    Difference(name, variable, f"only in {where}")
-                )  # fmt: skip
-        for variable in sorted(names_a & names_b):
-            comparison.compared.append(f"{name}:{variable}")
-            x, y = _values(da.variables[variable]), _values(db.variables[variable])
-            if x.shape != y.shape or x.dtype != y.dtype:
-                what = f"shape/type {x.shape} {x.dtype} vs {y.shape} {y.dtype}"
-                comparison.differences.append(Difference(name, variable, what))
-                continue
-            found = compare_arrays(x, y)
-            if found:
-                comparison.differences.append(
-                    Difference(name, variable, "data differ", found[0], found[1])
-                )
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as err:
+        raise ToolFailure(f"{path} does not read: {err}", fix="check its permissions") from None
 
 
 def compare(a: Path, b: Path) -> Comparison:
     """Compare the outputs of run directories a and b (each a bench.cases run)."""
-    a, b = Path(a), Path(b)
-    for run_dir in (a, b):
-        if not run_dir.is_dir() or not _stats_files(run_dir):
-            raise ClimstackError(
-                f"{run_dir} is no run directory of a case (no *.stats file there)",
-                fix="give two run directories of `climstack run-case`",
-            )
+    a, b = require_run_directory(a), require_run_directory(b)
+    stats = _stats_files(a), _stats_files(b)
+    netcdf = _netcdf_files(a), _netcdf_files(b)
+    _missing(a, b, stats[0] | netcdf[0], stats[1] | netcdf[1])
     comparison = Comparison(a, b)
-    for kind, names_a, names_b in (
-        ("stats", _stats_files(a), _stats_files(b)),
-        ("netcdf", _netcdf_files(a), _netcdf_files(b)),
-    ):
-        for name in sorted(names_a ^ names_b):
-            where = a if name in names_a else b
-            comparison.differences.append(Difference(name, None, f"only in {where}"))
-        for name in sorted(names_a & names_b):
-            if kind == "stats":
-                comparison.compared.append(name)
-                if (a / name).read_bytes() != (b / name).read_bytes():
-                    comparison.differences.append(Difference(name, None, _first_line(a, b, name)))
-            else:
-                compare_netcdf(a / name, b / name, name, comparison)
+    for name in sorted(stats[0]):
+        text_a, text_b = _read(a / name), _read(b / name)
+        if text_a or text_b:  # an empty one in both runs is not counted
+            comparison.compared.append(name)
+        if text_a != text_b:
+            comparison.differences.append(Difference(name, None, _first_line(a, b, name)))
+    for name in sorted(netcdf[0]):
+        compare_netcdf(a / name, b / name, name, comparison)
+    if not comparison.compared:
+        raise ToolFailure(
+            f"{a} and {b}: nothing was compared (empty *.stats, no NetCDF variable)",
+            fix=f"the runs wrote no answers: read their {cases.STDOUT}",
+        )
     return comparison
 
 

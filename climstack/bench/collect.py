@@ -1,10 +1,17 @@
 """Raw output files (ours, a directory of Slurm .out files copied back from a centre, or
 outputs others published) into records. Each run in a file starts with a header line the
-runner and the emitted job scripts print, e.g.
+runner and the emitted job scripts print (`header` writes it, `_header` reads it), e.g.
 
     climstack-bench: benchmark=osu mode=bind ranks=128 nodes=1 runtime=apptainer \
-        site=archer2 repeat=2   (one line)
-    climstack-bench: failed benchmark=osu mode=fabric reason="..."
+        site=archer2 host=nid001 job=4711 start=2026-11-26T10:00:00Z repeat=2 order=3
+    climstack-bench: failed benchmark=osu mode=fabric ... reason="..."
+    climstack-bench: bitwise benchmark=mom6 mode=bind ... repeat=1 verdict=bit-identical
+
+site, host and job name the batch of runs a record belongs to: only runs of one batch are
+paired, and two runs that would share (batch, benchmark, mode, repeat) are not merged: the
+later one is left out, named with the fix. `order` is the run's place in its repeat's
+rotated mode order (climstack.bench.matrix); a `bitwise` line is a model run compared with
+native's (its body: what differs).
 
 A run at a Lustre stripe setting (benchio's sweep) says `stripe_count=4 stripe_size=1M`:
 its operations are named with it (`MPI-IO (lfs -c 4 -S 1M)`), so the report compares the
@@ -25,15 +32,26 @@ from pathlib import Path
 import yaml
 
 from climstack.bench import formats
-from climstack.bench.records import Failure, Problem, Record
+from climstack.bench.records import BitCheck, Failure, Problem, Record
 from climstack.errors import ClimstackError
 
 HEADER = "climstack-bench:"
-DEFAULTS = {"runtime": "none", "site": "unknown", "nodes": "1"}
-#: what a header line, a sidecar or a label may say about a run
-KEYS = ("benchmark", "mode", "ranks", "nodes", "runtime", "site", "repeat", "operation")
+DEFAULTS = {
+    "runtime": "none",
+    "site": "unknown",
+    "host": "unknown",
+    "job": "unknown",
+    "nodes": "1",
+}
+#: what a header line, a sidecar or a label may say about a run, in the header's order
+KEYS = (
+    "benchmark", "mode", "ranks", "nodes", "runtime", "site", "host", "job", "start",
+    "repeat", "order", "operation",
+)  # fmt: skip
 STRIPE = ("stripe_count", "stripe_size")  # benchio's Lustre sweep (climstack.bench.jobs)
-COUNTS = ("ranks", "nodes", "repeat")
+COUNTS = ("ranks", "nodes", "repeat", "order")
+PLAIN = re.compile(r"[\w.:+/@$%{}-]+")  # a header value that needs no quotes
+FAILED, BITWISE = "failed", "bitwise"  # the words that mark a failed run, a comparison
 SUFFIXES = (".out", ".txt", ".log")
 SIDECAR = ".yaml"  # slurm-1.out.yaml describes slurm-1.out
 MODE_NAME = re.compile(r"[\w.+-]+")
@@ -53,11 +71,27 @@ class LeftOut(Exception):
         self.line, self.message, self.fix = line, message, fix
 
 
+def header(fields: dict, kind: str = "") -> str:
+    """A run's header line: `kind` FAILED or BITWISE or none, then KEY=VALUE in KEYS order
+    (then any other key). A value with spaces or quotes is quoted for the shell's words;
+    one like `$mode` is left for a job script's shell to expand."""
+    order = [k for k in (*KEYS, *STRIPE) if k in fields] + [
+        k for k in fields if k not in KEYS + STRIPE
+    ]
+    words = [HEADER, *([kind] if kind else [])]
+    for key in order:
+        if fields[key] is not None and fields[key] != "":
+            value = str(fields[key])
+            words.append(f"{key}={value if PLAIN.fullmatch(value) else shlex.quote(value)}")
+    return " ".join(words)
+
+
 def _header(text: str) -> dict[str, str]:
     words = shlex.split(text.split(HEADER, 1)[1])
     context = dict(word.split("=", 1) for word in words if "=" in word)
-    if "failed" in words:
-        context["failed"] = "yes"
+    for kind in (FAILED, BITWISE):
+        if kind in words:
+            context[kind] = "yes"
     return context
 
 
@@ -93,11 +127,11 @@ def sidecar(path: Path) -> dict[str, str]:
             + (f"unknown key(s) {', '.join(extra)}" if extra else "no map"),
             fix=f"a YAML map of {', '.join(KEYS)}, e.g. " + example.replace("\n", ", "),
         )
-    if "benchmark" in data and data["benchmark"] not in formats.FORMATS:
+    if "benchmark" in data and formats.format_of(data["benchmark"]) not in formats.FORMATS:
         raise LeftOut(
             1,
             f"sidecar {side.name}: benchmark {data['benchmark']!r} is no format known",
-            fix="one of " + ", ".join(formats.FORMATS),
+            fix="one of " + ", ".join([*formats.FORMATS, *formats.MODELS]),
         )
     return {str(key): str(value) for key, value in data.items()}
 
@@ -144,9 +178,11 @@ def _check(path: Path, run: dict, body, name: str | None) -> None:
 
 def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> list[Record]:
     name = formats.detect(body)
-    if name is None and run.get("benchmark") in formats.FORMATS:
-        name = run["benchmark"]  # no banner, no data line: the header or sidecar says
+    if name is None and formats.format_of(run.get("benchmark", "")) in formats.FORMATS:
+        name = formats.format_of(run["benchmark"])  # no banner, no data line: the header says
     _check(path, run, body, name)
+    # a model's rows are named by the model (mom6), not by the format of its clock table
+    model = run.get("benchmark") if formats.format_of(run.get("benchmark", "")) == name else None
 
     def warn(line: int, message: str):
         fix = "restore the line as the program printed it, or delete it"
@@ -162,7 +198,7 @@ def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> 
         run = {**run, "repeat": str(repeats[key])}
     return [
         Record(
-            benchmark=name,
+            benchmark=model or name,
             operation=m.operation + _stripe(run),
             bytes=m.bytes,
             ranks=int(run.get("ranks") or m.ranks or 0),
@@ -174,6 +210,10 @@ def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> 
             value=m.value,
             unit=m.unit,
             repeat=int(run["repeat"]),
+            host=run["host"],
+            job=run["job"],
+            start=run.get("start", ""),
+            order=int(run.get("order") or 0),
         )
         for m in found
     ]
@@ -196,9 +236,15 @@ def read_file(
         message = f"{why.message}; {path.name} left out"
         return [], [], [Problem(str(side), why.line, message, why.fix)]
     for context, body in _runs(text.splitlines()):
-        if context.get("failed"):
+        if context.get(BITWISE):
+            continue  # a comparison of two runs' outputs: read_checks
+        if context.get(FAILED):
+            run = {**DEFAULTS, **given, **context}
             failures.append(
-                Failure(context.get("benchmark", "?"), context.get("mode", "?"), context["reason"])
+                Failure(
+                    run.get("benchmark", "?"), run.get("mode", "?"), run.get("reason", "?"),
+                    run["site"], run["host"], run["job"], _count(run.get("repeat")),
+                )  # fmt: skip
             )
             continue
         try:
@@ -259,13 +305,64 @@ def read_paths(
                 f"--label {pattern}={labels[pattern]}: no output file matches {pattern}",
                 fix="name one of: " + ", ".join(str(p) for p in files[:10]),
             )
-    records, failures, problems, repeats = [], [], [], Counter()
+    records, failures, problems, repeats, first = [], [], [], Counter(), {}
     for path in files:
         found = read_file(path, _label_of(path, labels), repeats)
-        records += found[0]
+        records += _apart(found[0], path, first, problems)
         failures += found[1]
         problems += found[2]
     return fill_ranks(records), failures, problems
+
+
+def _count(text) -> int:
+    return int(text) if str(text or "").isdigit() else 0
+
+
+def _apart(records: list[Record], path: Path, first: dict, problems: list) -> list[Record]:
+    """`records` less those that would collide with a run read before (same batch,
+    benchmark, mode, repeat and measurement), each collision named once per file pair."""
+    kept, clashes = [], Counter()
+    for r in records:
+        key = (r.batch, r.benchmark, r.operation, r.bytes, r.ranks, r.metric, r.mode, r.repeat)
+        if first.setdefault(key, path) == path:
+            kept.append(r)
+        else:
+            clashes[(first[key], r.mode, r.repeat, r.batch)] += 1
+    for (other, mode, repeat, batch), count in clashes.items():
+        problems.append(
+            Problem(
+                str(path),
+                1,
+                f"{count} result(s) of {mode} repeat {repeat} collide with {other}'s (same site, "
+                f"host and job: {', '.join(batch)}); left out, not merged",
+                fix="give each job's outputs their own job= (header line) or `job:` (sidecar "
+                "FILE.yaml), or report them apart",
+            )
+        )
+    return kept
+
+
+def read_checks(paths: list[Path]) -> list[BitCheck]:
+    """Every model run's bit-for-bit comparison with native's (`bitwise` header lines)
+    in the output files under `paths`."""
+    checks = []
+    for path in output_files(paths):
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue  # read_paths names it
+        for context, body in _runs(text.splitlines()):
+            if not context.get(BITWISE):
+                continue
+            run = {**DEFAULTS, **context}
+            detail = "; ".join(line.strip() for _, line in body if line.strip())[:500]
+            checks.append(
+                BitCheck(
+                    run.get("benchmark", "?"), run.get("mode", "?"), _count(run.get("repeat")),
+                    run.get("verdict", FAILED), detail, run["site"], run["host"], run["job"],
+                )  # fmt: skip
+            )
+    return checks
 
 
 def fill_ranks(records: list[Record]) -> list[Record]:

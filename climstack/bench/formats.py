@@ -345,3 +345,18 @@ def detect(lines: Lines) -> str | None:
 def known() -> str:
     """The formats known, for messages."""
     return "; ".join(f"{name} ({form.what})" for name, form in FORMATS.items())
+
+
+#: models whose output is read in a format above: their records are named by the model
+MODELS = {"mom6": "fms-clocks"}
+
+
+def format_of(benchmark: str) -> str:
+    """The format a benchmark's (or a model's) output is read in."""
+    return MODELS.get(benchmark, benchmark)
+
+
+def rank(benchmark: str) -> int:
+    """A benchmark's place in the report: its format's in FORMATS, unknown ones last."""
+    order = list(FORMATS)
+    return order.index(format_of(benchmark)) if format_of(benchmark) in order else len(order)

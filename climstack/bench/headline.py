@@ -1,42 +1,48 @@
-"""The headline a reader wants first: per benchmark and operation group (point-to-point
-latency of small and of large messages, bandwidth, each collective, each I/O layer, the
-model's main loop and total runtime), each mode's slowdown against native in one number;
-for a model, whether each mode's outputs are bit-identical to native's (a note on its
-cell).
+"""The headline a reader wants first: per batch of runs (site, host, job), benchmark and
+operation group (point-to-point latency of small and of large messages, bandwidth, each
+collective, each I/O layer, the model's main loop and total runtime), each mode's slowdown
+against native in one number with its confidence interval and verdict
+(climstack.bench.stats: one method for the table, the plot and `make bench`); for a
+model, whether each mode's outputs were bit-identical to native's (a note on its cell).
 
-Per repeat, the geometric mean over sizes of the paired ratios mode/native (repeat i of the
-mode with repeat i of native: the runs alternate, so a pair shares the machine's state);
-the headline ratio is the median of these means over repeats, its range their lowest and
-highest. Ratios are of times: for bandwidths and rates native/mode, so above 1 is always
-slower."""
+Per repeat, the geometric mean over sizes of the paired time ratios mode/native (repeat i
+of the mode with repeat i of native, in one batch); over repeats, their geometric mean and
+its interval. A mode faster at some sizes and slower at others says so in its cell's note,
+rather than being averaged away."""
 
-import math
-import statistics
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 
-from climstack.bench import formats
-from climstack.bench.ratios import geomean, noisy
-from climstack.bench.records import Failure, Problem, Record, ordered_modes
+from climstack.bench import catalogue, formats, stats
+from climstack.bench.records import (
+    DIFFERS,
+    IDENTICAL,
+    BitCheck,
+    Failure,
+    Problem,
+    Record,
+    batch_text,
+)
 
-BASELINE = "native"
+BASELINE = catalogue.BASELINE
 SMALL = 8192  # bytes: OSU's own line between small and large messages
 POINT_TO_POINT = {"latency", "multi_lat", "PingPong", "PingPing", "Sendrecv", "Exchange"}
 HIGHER_IS_BETTER = {"bandwidth", "rate"}
 BANDWIDTHS = {"bw": "bandwidth", "bibw": "bi-directional bandwidth"}
 MAIN_LOOP = "Main loop"  # the model's time stepping clock (bench.cases.MAIN_LOOP)
-WITHIN = 0.05  # a whole range closer to 1 than this is "within N%"
 EXPLAINED = (
-    "Each cell: the verdict, then the time ratio mode/native: per repeat the geometric mean"
-    " over sizes of the paired ratios (repeat i of the mode with repeat i of native), the"
-    " median of these over repeats, and [their lowest and highest]. For bandwidths and"
-    " rates the ratio is native/mode, so above 1 is always slower. `noisy`: the repeats"
-    " disagree by more than the effect; `within N%`: every repeat is."
+    "Each cell: the verdict, then the time ratio mode/native (for bandwidths and rates"
+    " native/mode, so above 1 is always slower) with its interval and the number of"
+    f" repeats. Method: per repeat the geometric mean over sizes of the paired ratios (repeat"
+    f" i of the mode with repeat i of native, in one batch of runs), then the {stats.METHOD}."
+    f" `within {stats.WITHIN:.0%}`: the whole interval lies within 1 ± {stats.WITHIN:g};"
+    " `N% slower/faster`: it excludes 1; else `inconclusive`."
 )
 
 
 @dataclass(frozen=True)
 class Group:
+    batch: tuple[str, str, str]  # (site, host, job): runs are paired within one
     benchmark: str
     name: str  # latency ≤ 8 KiB, bandwidth, allgather, MPI-IO rate, Total runtime, ...
     order: int  # its place within the benchmark's rows
@@ -44,13 +50,14 @@ class Group:
 
 @dataclass
 class Cell:
-    verdict: str  # "within 2%", "1.6x slower", "noisy", "failed", "no native", "-"
+    verdict: str  # "within 2%", "1.6x slower", "inconclusive (3 repeats)", "failed", "-"
     ratio: float | None = None
     low: float | None = None
     high: float | None = None
     sizes: int = 0
     repeats: int = 0
     note: str = ""  # a model's: "bit-identical", or what differs from native
+    effects: str = ""  # sizes whose intervals go opposite ways (stats.opposite)
 
 
 @dataclass
@@ -64,88 +71,97 @@ class Row:
 def group_of(r: Record) -> Group | None:
     """The headline row a record counts in; None: the details only (a figure that repeats
     another, as IMB's ping-pong bandwidth or benchio's times)."""
+    b, model = r.benchmark, formats.format_of(r.benchmark) == "fms-clocks"
     if r.metric == "latency" and r.operation in POINT_TO_POINT:
         small = r.bytes is None or r.bytes <= SMALL
         name = "latency" if r.operation == "latency" else f"{r.operation} latency"
-        return Group(r.benchmark, f"{name} {'≤' if small else '>'} 8 KiB", 0 if small else 1)
+        return Group(r.batch, b, f"{name} {'≤' if small else '>'} 8 KiB", 0 if small else 1)
     if r.metric == "latency":
-        return Group(r.benchmark, r.operation, 4)  # a collective
+        return Group(r.batch, b, r.operation, 4)  # a collective
     if r.metric == "bandwidth" and r.operation not in POINT_TO_POINT:
         name = BANDWIDTHS.get(r.operation, f"{r.operation} bandwidth")
-        return Group(r.benchmark, name, 2 if r.operation == "bw" else 3)
+        return Group(r.batch, b, name, 2 if r.operation == "bw" else 3)
     if r.metric == "rate":
-        return Group(r.benchmark, f"{r.operation} rate", 5)
-    if r.metric == "time" and r.benchmark == "fms-clocks" and r.operation == MAIN_LOOP:
-        return Group(r.benchmark, "main loop (model)", 6)
-    if r.metric == "time" and r.benchmark == "fms-clocks" and r.operation == "Total runtime":
-        return Group(r.benchmark, "Total runtime (model)", 7)
+        return Group(r.batch, b, f"{r.operation} rate", 5)
+    if r.metric == "time" and model and r.operation == MAIN_LOOP:
+        return Group(r.batch, b, "main loop (model)", 6)
+    if r.metric == "time" and model and r.operation == "Total runtime":
+        return Group(r.batch, b, "Total runtime (model)", 7)
     return None
 
 
-def verdict(ratio: float, low: float, high: float, repeats: int) -> str:
-    spread = max(abs(low - 1), abs(high - 1), abs(ratio - 1))
-    if spread < WITHIN:
-        text = f"within {max(1, math.ceil(spread * 100 - 1e-9))}%"
-    elif noisy((ratio, low, high)):
-        return "noisy"
-    elif ratio >= 1:
-        text = f"{(ratio - 1) * 100:.0f}% slower" if ratio < 1.5 else f"{ratio:.1f}x slower"
-    else:
-        text = (
-            f"{(1 / ratio - 1) * 100:.0f}% faster"
-            if ratio > 1 / 1.5
-            else f"{1 / ratio:.1f}x faster"
-        )
-    return text + (" (1 repeat)" if repeats == 1 else "")
-
-
-def _slowdown(value: float, native: float, metric: str) -> float:
-    return native / value if metric in HIGHER_IS_BETTER else value / native
+def _series(records: list[Record]) -> dict:
+    """(operation, bytes, ranks, metric) -> mode -> repeat -> value, of one batch's records."""
+    series = defaultdict(lambda: defaultdict(dict))
+    for r in records:
+        series[(r.operation, r.bytes, r.ranks, r.metric)][r.mode][r.repeat] = r.value
+    return series
 
 
 def cell(records: list[Record], mode: str) -> Cell | None:
     """`mode`'s headline cell over the records of one group; None if no pair with native."""
-    series = defaultdict(lambda: defaultdict(dict))  # size key -> mode -> repeat -> value
-    for r in records:
-        series[(r.operation, r.bytes, r.ranks, r.metric)][r.mode][r.repeat] = r.value
-    per_repeat, sizes = defaultdict(list), 0  # repeat -> its paired ratios over sizes
-    for (_, _, _, metric), by_mode in series.items():
+    per_repeat, per_size = defaultdict(list), {}  # repeat -> its ratios over sizes
+    for (_, size, _, metric), by_mode in _series(records).items():
         mine, native = by_mode.get(mode, {}), by_mode.get(BASELINE, {})
-        pairs = [r for r in mine.keys() & native.keys() if mine[r] > 0 and native[r] > 0]
-        for repeat in pairs:
-            per_repeat[repeat].append(_slowdown(mine[repeat], native[repeat], metric))
-        sizes += bool(pairs)
+        ratios = stats.paired(mine, native, rate=metric in HIGHER_IS_BETTER)
+        for repeat, ratio in ratios.items():
+            per_repeat[repeat].append(ratio)
+        if ratios:
+            per_size[size] = stats.estimate(ratios.values())
     if not per_repeat:
         return None
-    means = [geomean(ratios) for ratios in per_repeat.values()]
-    ratio, low, high = statistics.median(means), min(means), max(means)
-    return Cell(verdict(ratio, low, high, len(means)), ratio, low, high, sizes, len(means))
+    e = stats.estimate(stats.geomean(ratios) for ratios in per_repeat.values())
+    return Cell(
+        e.verdict, e.ratio, e.low, e.high, len(per_size), e.repeats,
+        effects=stats.opposite(per_size),
+    )  # fmt: skip
 
 
-def rows(records: list[Record], failures: list[Failure], notes: dict | None = None) -> list[Row]:
-    """One row per group, in the formats' order; a cell per mode other than native.
-    `notes`: (benchmark, mode) -> a note for that benchmark's cells (bit-identity)."""
-    notes = notes or {}
-    modes = [m for m in ordered_modes(records + failures) if m != BASELINE]
-    failed = {(f.benchmark, f.mode) for f in failures}
+def bit_notes(checks: list[BitCheck]) -> dict[tuple, str]:
+    """(batch, benchmark, mode) -> "bit-identical (N runs)", or what differed from native,
+    or why the comparison failed."""
+    by = defaultdict(list)
+    for c in checks:
+        by[((c.site, c.host, c.job), c.benchmark, c.mode)].append(c)
+    notes = {}
+    for key, mine in by.items():
+        differ = [c for c in mine if c.verdict == DIFFERS]
+        failed = [c for c in mine if c.verdict not in (IDENTICAL, DIFFERS)]
+        if differ:
+            notes[key] = f"NOT bit-identical (repeat {differ[0].repeat}: {differ[0].detail})"
+        elif failed:
+            notes[key] = f"not compared (repeat {failed[0].repeat}: {failed[0].detail})"
+        else:
+            notes[key] = f"bit-identical ({len(mine)} runs)"
+    return notes
+
+
+def rows(records: list[Record], failures: list[Failure], checks=()) -> list[Row]:
+    """One row per batch and group, in the formats' order; a cell per mode other than
+    native. `checks`: the model runs' bit-for-bit comparisons (a note on their cells)."""
+    notes = bit_notes(list(checks))
+    modes = [
+        m for m in catalogue.ordered({x.mode for x in [*records, *failures]}) if m != BASELINE
+    ]
+    failed = {((f.site, f.host, f.job), f.benchmark, f.mode) for f in failures}
     groups = defaultdict(list)
     for r in records:
         if (group := group_of(r)) is not None:
             groups[group].append(r)
-    order = {name: index for index, name in enumerate(formats.FORMATS)}
     seen = list(groups)  # within a benchmark and kind, the order the outputs print
     out = []
     for group in sorted(
-        groups, key=lambda g: (order.get(g.benchmark, 99), g.order, seen.index(g))
+        groups,
+        key=lambda g: (g.batch, formats.rank(g.benchmark), g.benchmark, g.order, seen.index(g)),
     ):
         mine, cells = groups[group], {}
         for mode in modes:
-            ran = any(r.mode == mode for r in mine)
-            if ran:
+            key = (group.batch, group.benchmark, mode)
+            if any(r.mode == mode for r in mine):
                 cells[mode] = cell(mine, mode) or Cell("no native")
             else:
-                cells[mode] = Cell("failed" if (group.benchmark, mode) in failed else "-")
-            cells[mode].note = notes.get((group.benchmark, mode), "")
+                cells[mode] = Cell("failed" if key in failed else "-")
+            cells[mode].note = notes.get(key, "")
         sizes = sorted({r.bytes for r in mine if r.bytes is not None})
         out.append(Row(group, sorted({r.ranks for r in mine}), sizes, cells))
     return out
@@ -167,19 +183,27 @@ def sizes_text(sizes: list[int]) -> str:
 
 
 def cell_text(c: Cell) -> str:
-    note = f"; {c.note}" if c.note else ""
+    note = "".join(f"; {n}" for n in (c.effects, c.note) if n)
     if c.ratio is None:
         return c.verdict + note
-    spread = f" [{c.low:.3f}-{c.high:.3f}]" if c.repeats > 1 else ""
-    return f"**{c.verdict}**: {c.ratio:.3f}{spread}{note}"
+    e = stats.Estimate(c.ratio, c.low, c.high, c.repeats)
+    return f"**{c.verdict}**: {stats.interval_text(e)}{note}"
+
+
+def batches(headline: list[Row]) -> list[tuple]:
+    return list(dict.fromkeys(row.group.batch for row in headline))
 
 
 def table(headline: list[Row]) -> tuple[list[str], list[list[str]]]:
-    """The headline as a table: head and rows of text."""
+    """The headline as a table: head and rows of text; a column naming each row's batch
+    of runs when there are several (they are never paired with each other)."""
     modes = list(headline[0].cells) if headline else []
-    head = ["benchmark", "operation", "ranks", "sizes"] + [f"{m} / native" for m in modes]
+    several = len(batches(headline)) > 1
+    head = ["runs"] * several + ["benchmark", "operation", "ranks", "sizes"]
+    head += [f"{m} / native" for m in modes]
     body = [
-        [
+        [batch_text(row.group.batch)] * several
+        + [
             row.group.benchmark,
             row.group.name,
             ", ".join(map(str, row.ranks)) if any(row.ranks) else "-",
@@ -197,9 +221,14 @@ def summary(headline: list[Row], failures: list[Failure], problems: list[Problem
     return {
         "baseline": BASELINE,
         "ratio": EXPLAINED,
+        "method": stats.METHOD,
+        "within": stats.WITHIN,
         "modes": list(headline[0].cells) if headline else [],
         "rows": [
             {
+                "site": row.group.batch[0],
+                "host": row.group.batch[1],
+                "job": row.group.batch[2],
                 "benchmark": row.group.benchmark,
                 "operation": row.group.name,
                 "ranks": row.ranks,

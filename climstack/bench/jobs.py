@@ -1,6 +1,9 @@
 """`climstack bench SITE --emit DIR`: the Slurm job scripts that reproduce the field's
-comparisons at a centre, one per comparison, each running its modes alternating, repeat
-after repeat, every run's output after a `climstack-bench:` header line, so that
+comparisons at a centre, one per comparison. Each script renders the comparison's run
+matrix (climstack.bench.matrix, the list the local runner runs too): one function per mode,
+then one `bench MODE REPEAT ORDER` line per run in the matrix's order (each repeat runs every
+mode once, the order rotated per repeat), every run's output after a `climstack-bench:`
+header line (climstack.bench.collect's writer) naming the site, host, job and start, so that
 `climstack bench report` reads the job's .out file as it comes back.
 
 Run it where the jobs will run (a login node): the bind plans are made there, from the
@@ -11,7 +14,7 @@ view, and its copies without libxpmem.so.0 (image.NOXPMEM) for bind-noxpmem.
 benchio writes into a directory of its own (`benchio_files` below
 $CLIMSTACK_BENCH_DIR, default the submit directory, `/benchio-JOBID`). Where the site has
 Lustre (`lustre:` in its bind.yaml), its job sweeps the stripe settings EPCC's benchio study
-and the ARCHER2 notes vary: before each set of runs (every mode, alternating) it empties the
+and the ARCHER2 notes vary: before each set of runs (every mode, rotated) it empties the
 directory and runs `lfs setstripe -c COUNT -S SIZE` on it, and each run's header line says
 `stripe_count=COUNT stripe_size=SIZE` (the report groups the rates by them); the job stops
 before any run if the directory is not on Lustre. Without `lustre:` it runs as the other
@@ -21,7 +24,8 @@ A model's case (MOM6) runs each mode and repeat in a run directory of its own be
 $CLIMSTACK_BENCH_DIR (`mom6-JOBID/MODE.rREPEAT`), copied from the case prepared at emit time
 (DIR/cases/<case>: its inputs and MOM_override with the comparison's settings); the
 ranks start there, in the container too. After the runs the job compares every mode's
-outputs with native's of the same repeat (`climstack compare-runs`, printed in its .out).
+outputs with native's of the same repeat (`climstack compare-runs`) and prints each verdict
+as a `bitwise` header line, which `bench report` puts in its headline.
 """
 
 import shlex
@@ -32,8 +36,8 @@ from pathlib import Path
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.bench import cases, runner
-from climstack.bench.collect import HEADER
+from climstack.bench import catalogue, cases, matrix, runner
+from climstack.bench.collect import BITWISE, FAILED, header
 from climstack.bind import loader, plan
 from climstack.common import atomic
 from climstack.errors import ClimstackError
@@ -43,14 +47,6 @@ from climstack.jobs import slurm
 from climstack.launch import launch, runtimes
 from climstack.stack import environments
 
-#: plan name -> (mode, host families, PrgEnv flavour)
-PLANS = {
-    "bind": ("bind", None, None),
-    "hybrid": ("hybrid", None, None),
-    "bind-host-netcdf-gnu": ("bind", {"netcdf": None, "hdf5": None}, "gnu"),
-    "bind-host-netcdf-cray": ("bind", {"netcdf": None, "hdf5": None}, "cray"),
-    "fabric": ("fabric", None, None),
-}
 #: the I/O comparisons' modes: the ARCHER2 guide's five ways (less native CCE), then the
 #: image's own MPI, and it over the host's libfabric
 IO_MODES = (
@@ -73,7 +69,7 @@ class Comparison:
     benchmark: str  # runner.LOCAL name
     nodes: int
     ranks: int
-    modes: tuple[str, ...]  # native, bind-noxpmem, or a PLANS name
+    modes: tuple[str, ...]  # catalogue modes that run at a centre
     arguments: tuple[str, ...] = ()  # replacing the local run's (same option names)
     pending: tuple[str, ...] = ()  # seed modes not emitted yet, and why
     stripes: bool = False  # sweeps Lustre's stripe settings where the site has Lustre
@@ -99,32 +95,40 @@ SEEDS = (
         "mom6", "mom6", 1, 128, ("native", "bind", "hybrid", "fabric"), settings=("DAYMAX=1.0",)
     ),
 )
-#: every mode a seed compares, in the seeds' order (what `--emit --modes` chooses from)
-EMIT_MODES = tuple(dict.fromkeys(m for c in SEEDS for m in c.modes))
+#: every mode a seed compares, in catalogue order (what `--emit --modes` chooses from)
+EMIT_MODES = tuple(catalogue.ordered({m for c in SEEDS for m in c.modes}))
 
 
 def program(benchmark: runner.Benchmark, mode: str, ranks: int, extra=()) -> list[str]:
     """The benchmark's command in `mode` (a native path resolved at job time)."""
     options = {a.split("=")[0]: a for a in extra}
     args = [options.get(a.split("=")[0], a).format(ranks=ranks) for a in benchmark.argv[1:]]
-    if mode == "native":
+    binary = catalogue.get(mode).binary
+    if binary == catalogue.HOST:
         return [f'"$(native_prefix {benchmark.package})/{benchmark.argv[0]}"'] + args
     in_view = f"{image.VIEW}/{benchmark.argv[0]}"
-    if mode == "bind-noxpmem":  # the copy as built, at NOXPMEM + its real path
+    if binary == catalogue.NOXPMEM:  # the copy as built, at NOXPMEM + its real path
         run = f'exec "{image.NOXPMEM}$(readlink -f "$0")" "$@"'
         return ["sh", "-c", run, in_view, *args]
     return [in_view, *args]
 
 
 def make_plans(site: str, out: Path, root: Path, names) -> tuple[dict, dict]:
-    """The plans the comparisons need, written under out/plans: (name -> plan, name ->
-    why it could not be made on this host)."""
-    made, failed = {}, {}
-    for name in names:
-        mode, families, flavour = PLANS[name]
+    """The plans the container modes `names` need, one per distinct plan (modes that differ
+    only in their binary share one), written under out/plans/<the first such mode>:
+    (mode -> plan, mode -> why its plan could not be made on this host)."""
+    made, failed, by_key = {}, {}, {}
+    for name in catalogue.ordered(names):
+        row = catalogue.get(name)
+        if row.plan_key in by_key:  # the plan of a mode before it
+            first = by_key[row.plan_key]
+            (made if first in made else failed)[name] = (made | failed)[first]
+            continue
+        by_key[row.plan_key] = name
+        families = dict.fromkeys(row.families) or None
         try:
             found = plan.make_plan(
-                site, mode, loader.View(root), with_families=families, flavour=flavour
+                site, row.plan, loader.View(root), with_families=families, flavour=row.flavour
             )
             made[name] = plan.write(found, out / "plans" / name)
         except ClimstackError as err:
@@ -172,6 +176,14 @@ def _work_directory(site, comparison, benchmark, lustre) -> tuple[list[str], lis
     return comments, commands
 
 
+def runs(comparison: Comparison, repeats: int, reasons: dict, lustre=None) -> list:
+    """The comparison's run matrix at the centre: its modes less those not emitted."""
+    modes = [m for m in comparison.modes if m not in reasons]
+    settings = stripe_settings(lustre) if comparison.stripes else []
+    stripes = {comparison.benchmark: settings} if settings else None
+    return matrix.runs([(comparison.benchmark, modes)], repeats, stripes)
+
+
 def script(
     site, comparison, plans, image_path: str, repeats: int, reasons: dict, lustre=None,
     case_dir: Path | None = None,
@@ -183,73 +195,102 @@ def script(
     comments, setup = _work_directory(site, comparison, benchmark, lustre)
     if benchmark.case:
         setup = _case_directory(comparison, case_dir)
-    settings = stripe_settings(lustre) if comparison.stripes else []
-    if settings:
-        runs = len(settings) * len([m for m in comparison.modes if m not in reasons]) * repeats
+    planned = runs(comparison, repeats, reasons, lustre)
+    modes = [m for m in comparison.modes if m not in reasons]
+    if any(run.stripe for run in planned):
         comments.append(
-            f"# {runs} runs of {comparison.name} (settings x modes x repeats): give the job "
-            "the time they take, e.g. sbatch --time=HH:MM:SS"
+            f"# {len(planned)} runs of {comparison.name} (settings x modes x repeats): give the "
+            "job the time they take, e.g. sbatch --time=HH:MM:SS"
         )
     lines += [
-        f"# {comparison.name}: {', '.join(comparison.modes)}; {repeats} repeats, alternating",
+        f"# {comparison.name}: {', '.join(comparison.modes)}; {repeats} repeats, interleaved,"
+        " the mode order rotated per repeat (climstack.bench.matrix)",
         *(f"# pending: {why}" for why in comparison.pending),
         *(f"# not emitted: {mode}: {why[:300]}" for mode, why in reasons.items()),
         *comments,
         f'native_prefix() {{ {gateway.SPACK} -e {env_dir} location -i "$1"; }}',
         *setup,
-        f"for repeat in $(seq 1 {repeats}); do",
+        'host=$(hostname) job="${SLURM_JOB_ID:-$$}"',
     ]
-    indent, stripe, where = "  ", "", ""
-    if settings:  # a set of runs, every mode, per stripe setting
-        indent = "    "
-        stripe = " stripe_count=$count stripe_size=$size"
-        where = "' (lfs setstripe -c '$count' -S '$size')'"
-        lines += [
-            f"  for stripe in {' '.join(f'{c}:{size}' for c, size in settings)}; do",
-            '    count="${stripe%%:*}" size="${stripe#*:}"',
-            f"    rm -f {benchmark.workdir}/*  # a file left over keeps its old layout",
-            f'    lfs setstripe -c "$count" -S "$size" {benchmark.workdir}',
-        ]
-    for mode in comparison.modes:
-        if mode in reasons:
-            continue
-        header = (
-            f"{HEADER} benchmark={benchmark.family} mode={mode} ranks={comparison.ranks} "
-            f"nodes={comparison.nodes} site={site} repeat=$repeat"
-        )
-        command = program(benchmark, mode, comparison.ranks, comparison.arguments)
-        enter = []
-        if benchmark.case:  # a fresh copy of the prepared case, the step's directory
-            enter = [
-                f'run_dir="$bench_dir/{mode}.r$repeat"',
-                'rm -rf "$run_dir" && cp -r "$case_dir" "$run_dir" && cd "$run_dir"',
-            ]
-        if mode == "native":
-            before, step = [], f"srun {slurm.srun_options(site, component)} " + " ".join(command)
-            header += " runtime=none"
-        else:
-            made = plans["bind" if mode == "bind-noxpmem" else mode]
-            shape = [(component.ntasks, component.nodes, command)]
-            runtime = runtimes.get(made.runtime)
-            before, step = launch.job_step(
-                made,
-                runtime,
-                slurm.srun(site),
-                image_path,
-                shape,
-                here=bool(benchmark.case or benchmark.workdir),  # it writes in its directory
-            )
-            header += f" runtime={made.runtime}"
-        failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode} reason="
-        lines += [f'{indent}echo "{header}{stripe}"', f"{indent}("]
-        lines += [f"{indent}  {line}" for line in (*enter, *before, step)]
-        lines += [f"{indent}) || echo \"{failed}'srun exit '$?{where}\""]
-    if settings:
-        lines.append("  done")
-    lines.append("done")
+    runtime_of = {}
+    for mode in modes:
+        body, runtime_of[mode] = _mode_step(site, comparison, benchmark, mode, plans, image_path)
+        lines += [f"run_{_function(mode)}() {{", *(f"  {line}" for line in body), "}"]
+    lines += _bench_function(site, comparison, benchmark, runtime_of, planned)
+    lines += ["# the runs, in the run matrix's order"]
+    stripe = None
+    for run in planned:
+        if run.stripe != stripe:
+            stripe = run.stripe
+            lines.append(f"stripe {stripe[0]} {stripe[1]}")
+        lines.append(f"bench {run.mode} {run.repeat} {run.order}")
     if benchmark.case:
-        lines += _bitwise_lines(comparison, reasons, repeats)
+        lines += _bitwise_lines(site, comparison, modes, repeats)
     return "\n".join(lines) + "\n"
+
+
+def _function(mode: str) -> str:
+    return mode.replace("-", "_")
+
+
+def _mode_step(site, comparison, benchmark, mode, plans, image_path) -> tuple[list, str]:
+    """(the lines of `mode`'s run function, its runtime)."""
+    component = slurm.Component(comparison.nodes, comparison.ranks, [])
+    command = program(benchmark, mode, comparison.ranks, comparison.arguments)
+    enter = []
+    if benchmark.case:  # a fresh copy of the prepared case, the step's directory
+        enter = [
+            'run_dir="$bench_dir/$mode.r$repeat"',
+            'rm -rf "$run_dir" && cp -r "$case_dir" "$run_dir" && cd "$run_dir"',
+        ]
+    if not catalogue.get(mode).container:
+        step = f"srun {slurm.srun_options(site, component)} " + " ".join(command)
+        return [*enter, step], "none"
+    made = plans[mode]
+    shape = [(component.ntasks, component.nodes, command)]
+    runtime = runtimes.get(made.runtime)
+    before, step = launch.job_step(
+        made,
+        runtime,
+        slurm.srun(site),
+        image_path,
+        shape,
+        here=bool(benchmark.case or benchmark.workdir),  # it writes in its directory
+    )
+    return [*enter, *before, step], made.runtime
+
+
+def _bench_function(site, comparison, benchmark, runtime_of: dict, planned) -> list[str]:
+    """`bench MODE REPEAT ORDER`: one run after its header line (or its failure line), and
+    `stripe COUNT SIZE` for a sweep's next setting."""
+    fields = {
+        "benchmark": benchmark.family, "mode": "$mode", "ranks": comparison.ranks,
+        "nodes": comparison.nodes, "runtime": "$runtime", "site": site, "host": "$host",
+        "job": "$job", "start": "$start", "repeat": "$repeat", "order": "$order",
+    }  # fmt: skip
+    sweep = any(run.stripe for run in planned)
+    if sweep:
+        fields |= {"stripe_count": "$count", "stripe_size": "$size"}
+    runtimes_text = " ".join(f"[{m}]={r}" for m, r in runtime_of.items())
+    lines = [
+        f"declare -A runtime_of=({runtimes_text})",
+        "bench() {  # MODE REPEAT ORDER: one run of the matrix",
+        "  local mode=$1 repeat=$2 order=$3 runtime=${runtime_of[$1]} start rc=0",
+        "  start=$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+        f'  echo "{header(fields)}"',
+        '  ( "run_${mode//-/_}" ) || rc=$?',
+        f'  if [ "$rc" != 0 ]; then echo "{header(fields, FAILED)} reason=srun-exit-$rc"; fi',
+        "}",
+    ]
+    if sweep:
+        lines += [
+            "stripe() {  # COUNT SIZE: the sweep's next setting, on an emptied directory",
+            "  count=$1 size=$2",
+            f"  rm -f {benchmark.workdir}/*  # a file left over keeps its old layout",
+            f'  lfs setstripe -c "$count" -S "$size" {benchmark.workdir}',
+            "}",
+        ]
+    return lines
 
 
 def _case_directory(comparison: Comparison, case_dir: Path | None) -> list[str]:
@@ -271,18 +312,31 @@ def _bench_dir(comparison: Comparison) -> str:
     return f'bench_dir="{where}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
 
 
-def _bitwise_lines(comparison: Comparison, reasons: dict, repeats: int) -> list[str]:
-    """After the runs: each mode's outputs against native's of the same repeat."""
+def _bitwise_lines(site, comparison: Comparison, modes, repeats: int) -> list[str]:
+    """After the runs: each mode's outputs against native's of the same repeat, each verdict
+    a `bitwise` header line (compare-runs: 0 identical, 1 differ, else it failed), what
+    differs below it."""
     climstack = pins.PROJECT_ROOT / "bin" / "climstack"
-    others = [m for m in comparison.modes if m != "native" and m not in reasons]
-    return [
+    fields = {
+        "benchmark": comparison.benchmark, "mode": "$1", "site": site, "host": "$host",
+        "job": "$job", "repeat": "$2", "verdict": "$verdict",
+    }  # fmt: skip
+    lines = [
         f"# bit for bit: every mode's outputs against native's ({climstack} compare-runs)",
-        f"for repeat in $(seq 1 {repeats}); do",
-        f"  for mode in {' '.join(others)}; do",
-        f'    {climstack} compare-runs "$bench_dir/native.r$repeat" "$bench_dir/$mode.r$repeat"'
-        " 2>&1 || true",
-        "  done",
-        "done",
+        "compare() {  # MODE REPEAT",
+        "  local found rc=0 verdict",
+        f'  found=$({climstack} compare-runs "$bench_dir/native.r$2" "$bench_dir/$1.r$2" 2>&1)'
+        " || rc=$?",
+        "  case $rc in 0) verdict=bit-identical ;; 1) verdict=differs ;; *) verdict=failed ;; esac",
+        f'  echo "{header(fields, BITWISE)}"',
+        '  echo "$found"',
+        "}",
+    ]
+    return lines + [
+        f"compare {mode} {repeat}"
+        for repeat in range(1, repeats + 1)
+        for mode in modes
+        if mode != catalogue.BASELINE
     ]
 
 
@@ -309,16 +363,14 @@ def emit(
     seeds = [replace(c, modes=ms) for c in seeds if (ms := tuple(m for m in c.modes if m in only))]
     if site == "local":  # the seeds' sizes are for a centre's nodes: the local run's here
         seeds = [replace(c, arguments=(), settings=()) for c in seeds]
-    wanted = {m if m != "bind-noxpmem" else "bind" for c in seeds for m in c.modes} - {"native"}
-    plans, failed = make_plans(site, out, root, sorted(wanted))
+    wanted = {m for c in seeds for m in c.modes if catalogue.get(m).container}
+    plans, failed = make_plans(site, out, root, wanted)
     if Path(image_path).is_dir():  # Charliecloud cannot create mount points itself
         for made in plans.values():
             plan.prepare_image(made, Path(image_path))
     written = []
     for comparison in seeds:
-        reasons = {
-            m: failed[p] for m in comparison.modes if (p := m.replace("-noxpmem", "")) in failed
-        }
+        reasons = {m: failed[m] for m in comparison.modes if m in failed}
         for mode, why in reasons.items():
             print(
                 f"climstack bench: {comparison.name}: {mode} not emitted: {why}", file=sys.stderr

@@ -5,7 +5,7 @@ import os
 from pathlib import Path
 
 from climstack import spack
-from climstack.bench import modes
+from climstack.bench import catalogue, modes
 from climstack.check import container_smoke
 from climstack.common import progress
 from climstack.errors import ClimstackError
@@ -31,15 +31,9 @@ def installed(env_dir: Path) -> dict[str, Path]:
     return {name: Path(prefix) for name, prefix in (line.split() for line in found if line)}
 
 
-def mode_names(args, known=tuple(modes.MODES), what: str = "") -> list[str]:
-    """--modes, checked against `known` (default: all of them); `what` ends the message."""
-    names = args.modes.split(",") if args.modes else list(known)
-    unknown = sorted(set(names) - set(known))
-    if unknown:
-        raise ClimstackError(
-            f"--modes: unknown mode(s) {', '.join(unknown)}{what}", fix=f"from {','.join(known)}"
-        )
-    return names
+def mode_names(args, known=None, what: str = "--modes") -> list[str]:
+    """--modes, checked against `known` (default: the catalogue's local modes)."""
+    return catalogue.chosen(args.modes, list(known or catalogue.names(local=True)), what)
 
 
 def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> list[modes.Mode]:
@@ -47,8 +41,9 @@ def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> li
     the runs' directory `work` bound in (the files the I/O benchmarks write)."""
     names = mode_names(args)
     launcher = launchers.get("mpiexec").argv(args.ranks)
-    chosen = [modes.native(launcher, prefixes)] if "native" in names else []
-    if set(names) & set(modes.CONTAINER_MODES):
+    container = [n for n in names if catalogue.get(n).container]
+    chosen = []
+    if container:
         image_dir = image.build(IMAGE, args.image or image.default_destination(IMAGE))
         target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
         no_home = runtimes.get(args.runtime).env(home=False)
@@ -56,12 +51,15 @@ def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> li
         # the host's NetCDF is the local environment's build, C and Fortran (HDF5: the
         # site's external)
         netcdf = [str(prefixes[p]) for p in ("netcdf-c", "netcdf-fortran") if p in prefixes]
-        host_netcdf = {**modes.HOST_NETCDF, "netcdf": ":".join(netcdf) or None}
-        for name in (n for n in modes.CONTAINER_MODES if n in names):
+        host_netcdf = {"netcdf": ":".join(netcdf) or None}
+        for name in container:
             chosen.append(
                 modes.container(
                     name, image_dir, launcher, args.ranks, args.runtime, target,
                     args.fabric_prefix, env, host_netcdf, work,
                 )  # fmt: skip
             )
-    return chosen
+    by_name = {m.name: m for m in chosen}
+    if "native" in names:
+        by_name["native"] = modes.native(launcher, prefixes)
+    return [by_name[n] for n in names]

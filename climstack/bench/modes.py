@@ -1,13 +1,6 @@
-"""The run modes of the comparison, each a way to launch the same benchmark:
-
-- native: the host's build (the local environment) on the host MPI;
-- bind: the image's build with the host MPI bound in (`climstack bind`'s plan), xpmem stub
-  in DT_NEEDED;
-- bind-noxpmem: the same, the executable as built, without libxpmem.so.0 (image.NOXPMEM);
-- bind-host-netcdf: bind, plus the host's NetCDF and HDF5 bound over the image's (the
-  ARCHER2 guide's "container + host NetCDF"; only for the benchmarks that use NetCDF);
-- hybrid: the image's build on the image's own MPI;
-- fabric: the image's MPI over the host's libfabric.
+"""The run modes of the comparison (climstack.bench.catalogue's rows), each a way to launch
+the same benchmark: native (the host's build on the host MPI) or a container mode (the
+image's build on a bind plan, `climstack bind`'s, with the catalogue's host families).
 
 Container modes launch one container per rank from the host's `mpiexec`, as on a Cray;
 under Charliecloud the ranks of the node join one container (`ch-run --join`). Each
@@ -17,16 +10,15 @@ program is verified under its mode's plan (`climstack verify`) before it runs.
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from climstack.bench.records import MODES
+from climstack.bench import catalogue
 from climstack.bind import loader, plan
 from climstack.check import verify
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
 from climstack.launch import launch, launchers, runtimes
 
-CONTAINER_MODES = MODES[1:]
-#: bind-host-netcdf's host families: the site's NetCDF and HDF5 externals
-HOST_NETCDF = {"netcdf": None, "hdf5": None}
+#: the modes `bench local` and `run-case` run (the catalogue's local rows)
+MODES = tuple(catalogue.names(local=True))
 
 
 @dataclass
@@ -71,13 +63,14 @@ def container(
     host_netcdf: dict[str, str | None] | None = None,
     work: Path | None = None,
 ) -> Mode:
-    """Mode `name` of CONTAINER_MODES on `image_dir` (`climstack image`; `target`: the SIF
-    Apptainer runs, made from it), with the local site's plan for the mode; bind-host-netcdf
-    binds the families `host_netcdf` ({name: prefix or None for the site's external}); the
+    """The catalogue's container mode `name` on `image_dir` (`climstack image`; `target`: the
+    SIF Apptainer runs, made from it), with the local site's plan for the mode; a mode with
+    host families binds `host_netcdf` ({name: prefix or None for the site's external}); the
     directory `work`, where the runs write, is bound at its own path, and `wrap(program,
     cwd)` starts the program there (the runtime's own option: ch-run starts in /)."""
-    plan_mode = "bind" if name.startswith("bind") else name
-    families = (host_netcdf or HOST_NETCDF) if name == "bind-host-netcdf" else None
+    row = catalogue.get(name)
+    plan_mode = row.plan
+    families = {f: (host_netcdf or {}).get(f) for f in row.families} or None
     chosen = runtimes.get(runtime)
     try:
         made = plan.make_plan(
@@ -115,7 +108,8 @@ def container(
                 f"({image.SLICE['CLIMSTACK_IMAGE_SLICE']}, environments/stack.yaml "
                 "image_specs) should hold it: rebuild it with `climstack image --force`"
             )
-        if name == "bind-noxpmem" and not (path := in_image(image_dir, image.NOXPMEM + path)):
+        noxpmem = row.binary == catalogue.NOXPMEM
+        if noxpmem and not (path := in_image(image_dir, image.NOXPMEM + path)):
             raise LookupError(f"the image has no copy of {benchmark.argv[0]} without xpmem")
         report = verify.check(path, made, image_dir)  # before it runs: refused, not crashed
         if not report.ok:

@@ -14,7 +14,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from climstack.bench.records import MODES, Record, ordered_modes  # noqa: E402
+from climstack.bench import catalogue, stats  # noqa: E402
+from climstack.bench.records import Record, batch_text  # noqa: E402
 
 SIZED = ("latency", "bandwidth")
 PALETTE = plt.get_cmap("tab10").colors
@@ -22,7 +23,7 @@ PALETTE = plt.get_cmap("tab10").colors
 
 def colour(mode: str, others: list[str] = ()) -> tuple:
     """The mode's colour: the known modes first, then the others in their order."""
-    order = list(MODES) + [m for m in others if m not in MODES]
+    order = catalogue.names() + [m for m in others if m not in catalogue.names()]
     return PALETTE[order.index(mode) % len(PALETTE)] if mode in order else PALETTE[-1]
 
 
@@ -54,13 +55,13 @@ def _save(figure, path: Path) -> Path:
 def sized(records: list[Record], title: str, path: Path) -> Path:
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     series_of = _medians(records)
-    for mode, series in ((m, series_of[m]) for m in ordered_modes(records)):
+    for mode, series in ((m, series_of[m]) for m in catalogue.ordered({r.mode for r in records})):
         # a log axis has no 0 B: those sizes stay in the tables only
         points = [point for point in zip(*series) if point[0] > 0]
         if not points:
             continue
         xs, median, low, high = zip(*points)
-        tint = colour(mode, ordered_modes(records))
+        tint = colour(mode, catalogue.ordered({r.mode for r in records}))
         axes.plot(xs, median, marker="o", markersize=3, label=mode, color=tint)
         axes.fill_between(xs, low, high, alpha=0.2, color=tint)
     axes.set_xscale("log", base=2)
@@ -75,7 +76,7 @@ def sized(records: list[Record], title: str, path: Path) -> Path:
 
 def rates(records: list[Record], title: str, path: Path) -> Path:
     operations = sorted({r.operation for r in records})
-    modes = ordered_modes(records)
+    modes = catalogue.ordered({r.mode for r in records})
     figure, axes = plt.subplots(figsize=(6.4, 4.2))
     width = 0.8 / len(modes)
     for index, mode in enumerate(modes):
@@ -100,7 +101,8 @@ def rates(records: list[Record], title: str, path: Path) -> Path:
 
 def summary(rows, path: Path) -> Path:
     """The headline (climstack.bench.headline rows): per benchmark and operation group, each
-    mode's time ratio to native with its range over repeats, log axis around 1."""
+    mode's time ratio to native with its confidence interval (stats), log axis around 1,
+    the band of `within` shaded."""
     modes = list(rows[0].cells)
     figure, axes = plt.subplots(figsize=(8.4, 1.4 + 0.42 * len(rows)))
     points, found = defaultdict(list), []  # mode -> (y, ratio, low, high)
@@ -108,14 +110,17 @@ def summary(rows, path: Path) -> Path:
         present = [m for m in modes if row.cells[m].ratio is not None]
         for place, mode in enumerate(present):
             c = row.cells[mode]
+            low, high = (c.low, c.high) if c.low is not None else (c.ratio, c.ratio)
             points[mode].append(
-                (index + (place - (len(present) - 1) / 2) * 0.2, c.ratio, c.low, c.high)
+                (index + (place - (len(present) - 1) / 2) * 0.2, c.ratio, low, high)
             )
-            found += [c.ratio, c.low, c.high]
+            found += [c.ratio, low, high]
+    clipped = any(abs(math.log10(v)) > CLIP for v in found)
     for mode in (m for m in modes if points[m]):
         ys, ratio, low, high = zip(*points[mode])
+        low, high = [[min(max(v, 10**-CLIP), 10**CLIP) for v in side] for side in (low, high)]
         tint = colour(mode, modes)
-        axes.hlines(ys, low, high, color=tint, linewidth=1.5)  # the range over repeats
+        axes.hlines(ys, low, high, color=tint, linewidth=1.5)  # the confidence interval
         axes.plot(low + high, ys + ys, "|", color=tint, markersize=8)
         axes.plot(ratio, ys, "o", color=tint, markersize=6, label=mode)
     for index, row in enumerate(rows):  # a row without a ratio says why
@@ -126,22 +131,33 @@ def summary(rows, path: Path) -> Path:
                 va="center", fontsize="small", color="dimgrey",
             )  # fmt: skip
     axes.axvline(1.0, color="black", linewidth=1)
-    axes.axvspan(1 / 1.02, 1.02, color="green", alpha=0.15, label="within 2%")
-    reach = max([abs(math.log10(v)) for v in found] + [math.log10(1.1)]) * 1.1
+    band = f"within {stats.WITHIN:.0%}"
+    axes.axvspan(1 - stats.WITHIN, 1 + stats.WITHIN, color="green", alpha=0.15, label=band)
+    reach = min(max([abs(math.log10(v)) for v in found] + [math.log10(1.1)]) * 1.1, CLIP)
     axes.set_xscale("log")
     axes.set_xlim(10**-reach, 10**reach)
     ticks = _ticks(reach)
     axes.set_xticks(ticks, [f"{t:.2g}" for t in ticks])
     axes.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    axes.set_yticks(range(len(rows)), [f"{r.group.benchmark}: {r.group.name}" for r in rows])
+    several = len({r.group.batch for r in rows}) > 1
+    labels = [
+        (f"{batch_text(r.group.batch)}\n" if several else "")
+        + f"{r.group.benchmark}: {r.group.name}"
+        for r in rows
+    ]
+    axes.set_yticks(range(len(rows)), labels)
     axes.set_ylim(len(rows) - 0.5, -0.5)  # the table's order, top down
-    axes.set_xlabel("time ratio to native (above 1: slower); bars: range over repeats")
+    axes.set_xlabel(
+        f"time ratio to native (above 1: slower); bars: {stats.CONFIDENCE:.0%} confidence "
+        "interval" + (f" (cut at {10**CLIP:g}x)" if clipped else "")
+    )
     axes.set_title("Each mode against native")
     axes.grid(True, axis="x", alpha=0.3)
     axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     return _save(figure, path)
 
 
+CLIP = 1.0  # log10 of the widest ratio the plot shows: wider intervals are cut there
 CANDIDATE_TICKS = (1.01, 1.02, 1.05, 1.1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 

@@ -11,18 +11,33 @@ from climstack.common import atomic
 
 @dataclass(frozen=True)
 class Record:
-    benchmark: str  # a format of climstack.bench.formats: osu, omb-py, imb, mpibench, ...
+    benchmark: str  # a format of climstack.bench.formats (osu, imb, ...) or a model (mom6)
     operation: str  # latency, allgather, Bcast, write, MPI-IO, PingPong, Total runtime, ...
     bytes: int | None  # message or data size; None where the benchmark has one size
     ranks: int
     nodes: int
-    mode: str  # native, bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric
+    mode: str  # a mode of climstack.bench.catalogue (or one a published output names)
     runtime: str  # none, charliecloud, apptainer
     site: str
     metric: str  # latency, bandwidth, rate, time
     value: float
     unit: str  # us, MB/s, MiB/s, s
     repeat: int
+    # provenance: the batch of runs it belongs to (only runs of one batch are paired), when
+    # it started, and its place in its repeat's mode order (0: not known)
+    host: str = "unknown"
+    job: str = "unknown"
+    start: str = ""
+    order: int = 0
+
+    @property
+    def batch(self) -> tuple[str, str, str]:
+        return (self.site, self.host, self.job)
+
+
+def batch_text(batch: tuple[str, str, str]) -> str:
+    site, host, job = batch
+    return f"{site} · {host} · job {job}"
 
 
 @dataclass(frozen=True)
@@ -32,6 +47,24 @@ class Failure:
     benchmark: str
     mode: str
     reason: str
+    site: str = "unknown"
+    host: str = "unknown"
+    job: str = "unknown"
+    repeat: int = 0
+
+
+@dataclass(frozen=True)
+class BitCheck:
+    """A model run's outputs compared bit for bit with native's of the same repeat."""
+
+    benchmark: str
+    mode: str
+    repeat: int
+    verdict: str  # IDENTICAL, DIFFERS or FAILED (the comparison itself failed)
+    detail: str  # what differs, or why it failed
+    site: str = "unknown"
+    host: str = "unknown"
+    job: str = "unknown"
 
 
 @dataclass(frozen=True)
@@ -49,35 +82,17 @@ class Problem:
 
 
 COLUMNS = [field.name for field in fields(Record)]
-#: a benchmark output directory's bit-for-bit comparisons of each model run with native's
-#: (runner.compare_models): {benchmark: {mode: {repeat: IDENTICAL or what differs}}}
-BITWISE = "bitwise.json"
-IDENTICAL = "bit-identical"
-#: the run modes, in the order tables and plots show them (climstack.bench.modes)
-MODES = ("native", "bind", "bind-noxpmem", "bind-host-netcdf", "hybrid", "fabric")
-#: mode -> (what runs, the name the field's publications give it)
-MODE_NAMES = {
-    "native": ("the host's build on the host MPI", "native"),
-    "bind": ("the image's build, the host MPI bound in", "container (bind model)"),
-    "bind-noxpmem": ("bind, the executable without libxpmem.so.0", "container without xpmem"),
-    "bind-host-netcdf": (
-        "bind, plus the host's NetCDF and HDF5 bound over the image's",
-        "container + host NetCDF",
-    ),
-    "hybrid": ("the image's build on the image's own MPI", "hybrid model"),
-    "fabric": ("the image's MPI over the host's libfabric", "CSCS Container Engine's default"),
-}
+IDENTICAL, DIFFERS, FAILED = "bit-identical", "differs", "failed"  # BitCheck verdicts
 
 
-def ordered_modes(records: list) -> list[str]:
-    """The modes of the records (or failures) present, in MODES order, then any other."""
-    seen = {r.mode for r in records}
-    return [m for m in MODES if m in seen] + sorted(seen - set(MODES))
-
-
-def write(records: list[Record], failures: list[Failure], out: Path) -> tuple[Path, Path]:
-    """records.json (records and failures) and records.csv under `out`."""
-    data = {"records": [asdict(r) for r in records], "failures": [asdict(f) for f in failures]}
+def write(records: list[Record], failures: list[Failure], out: Path, checks=()) -> tuple:
+    """records.json (records, failures and the model runs' bit-for-bit checks) and
+    records.csv under `out`."""
+    data = {
+        "records": [asdict(r) for r in records],
+        "failures": [asdict(f) for f in failures],
+        "bitwise": [asdict(c) for c in checks],
+    }
     json_path = atomic.write_text(out / "records.json", json.dumps(data, indent=1) + "\n")
     text = io.StringIO()
     writer = csv.DictWriter(text, fieldnames=COLUMNS, lineterminator="\n")
@@ -86,6 +101,10 @@ def write(records: list[Record], failures: list[Failure], out: Path) -> tuple[Pa
     return json_path, atomic.write_text(out / "records.csv", text.getvalue())
 
 
-def read(path: Path) -> tuple[list[Record], list[Failure]]:
+def read(path: Path) -> tuple[list[Record], list[Failure], list[BitCheck]]:
     data = json.loads(path.read_text())
-    return [Record(**r) for r in data["records"]], [Failure(**f) for f in data["failures"]]
+    return (
+        [Record(**r) for r in data["records"]],
+        [Failure(**f) for f in data["failures"]],
+        [BitCheck(**c) for c in data.get("bitwise", [])],
+    )

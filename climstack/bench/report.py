@@ -1,9 +1,8 @@
 """Records into the report a reader reads top down: the headline (climstack.bench.headline)
-and its plot, the failed runs and what was left out, then per benchmark the field's
-comparison tables: per operation and size, each mode's median and range over repeats and
-its ratio to native as the median of paired ratios (repeat i of a mode against repeat i
-of native: the runs alternate A B A B), flagged where the ratios' spread is wider than the
-effect they claim. Written as report.md, report.html (climstack.bench.page) and
+and its plot, the failed runs and what was left out, then per batch of runs and benchmark
+the field's comparison tables: per operation and size, each mode's median and range over
+repeats and its ratio to native with the interval and verdict of climstack.bench.stats (the
+headline's method, per size). Written as report.md, report.html (climstack.bench.page) and
 summary.json, from one list of blocks."""
 
 import json
@@ -11,21 +10,12 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from climstack.bench import formats, headline, page
-from climstack.bench.ratios import noisy, paired_ratio
-from climstack.bench.records import (
-    BITWISE,
-    IDENTICAL,
-    MODE_NAMES,
-    Failure,
-    Problem,
-    Record,
-    ordered_modes,
-)
+from climstack.bench import catalogue, formats, headline, page, stats
+from climstack.bench.records import Failure, Problem, Record, batch_text
 from climstack.common import atomic
 
 BASELINE = headline.BASELINE
-__all__ = ["markdown", "noisy", "paired_ratio", "table", "write"]
+__all__ = ["markdown", "table", "write"]
 
 
 def _cell(values: list[float]) -> str:
@@ -35,17 +25,17 @@ def _cell(values: list[float]) -> str:
     return f"{median:.4g} ({min(values):.4g}-{max(values):.4g})"
 
 
-def _ratio_cell(ratio) -> str:
-    if ratio is None:
+def _ratio_cell(mine: dict, native: dict, metric: str) -> str:
+    ratios = stats.paired(mine, native, rate=metric in headline.HIGHER_IS_BETTER)
+    if not ratios:
         return "-"
-    median, low, high = ratio
-    flag = " noisy" if noisy(ratio) else ""
-    return f"{median:.3f} [{low:.3f}-{high:.3f}]{flag}"
+    e = stats.estimate(ratios.values())
+    return f"{stats.interval_text(e)} {e.verdict}"
 
 
 def detail(records: list[Record]) -> tuple[list[str], list[list[str]]]:
-    """One benchmark's comparison table: head and rows."""
-    modes = ordered_modes(records)
+    """One benchmark's comparison table (records of one batch): head and rows."""
+    modes = catalogue.ordered({r.mode for r in records})
     series = defaultdict(lambda: defaultdict(dict))  # key -> mode -> repeat -> value
     for r in records:
         series[(r.operation, r.bytes, r.ranks, r.metric, r.unit)][r.mode][r.repeat] = r.value
@@ -60,7 +50,7 @@ def detail(records: list[Record]) -> tuple[list[str], list[list[str]]]:
         row += [_cell(list(by_mode[m].values())) if by_mode.get(m) else "-" for m in modes]
         native = by_mode.get(BASELINE, {})
         row += [
-            _ratio_cell(paired_ratio(by_mode[m], native) if by_mode.get(m) else None)
+            _ratio_cell(by_mode[m], native, metric) if by_mode.get(m) else "-"
             for m in modes
             if m != BASELINE
         ]
@@ -73,6 +63,20 @@ def table(records: list[Record]) -> list[str]:
     return page.markdown_table(*detail(records))
 
 
+def order_text(records: list[Record]) -> str:
+    """How a batch's runs were ordered, as far as its headers say."""
+    if records and all(r.order for r in records):
+        return "interleaved: each repeat ran every mode once, the mode order rotated per repeat"
+    return (
+        "repeat numbers from the headers or the file order; whether the runs were"
+        " interleaved is not recorded"
+    )
+
+
+def _repeats(count: int) -> str:
+    return f"{count} repeat{'s' * (count != 1)}"
+
+
 def _runs(count: int) -> str:
     return f"{count} run{'s' * (count > 1)}"
 
@@ -82,7 +86,7 @@ def _failed_items(failures: list[Failure]) -> list[str]:
     by = defaultdict(Counter)
     for f in failures:
         by[(f.benchmark, f.reason)][f.mode] += 1
-    order = ordered_modes(failures)
+    order = catalogue.ordered({f.mode for f in failures})
     return [
         f"**{benchmark}** failed in {', '.join(sorted(modes, key=order.index))}"
         f" ({_runs(sum(modes.values()))}): {reason}"
@@ -109,44 +113,36 @@ def _left_out_items(problems: list[Problem]) -> list[str]:
     return items
 
 
-def bit_notes(out: Path) -> dict[tuple[str, str], str]:
-    """(benchmark, mode) -> "bit-identical (N runs)" or what differed from native, from the
-    runner's comparison of each model run with native's (runner.BITWISE), if there is one."""
-    path = out / BITWISE
-    if not path.is_file():
-        return {}
-    notes = {}
-    for benchmark, by_mode in json.loads(path.read_text()).items():
-        for mode, by_repeat in by_mode.items():
-            differ = [f"repeat {r}: {what}" for r, what in by_repeat.items() if what != IDENTICAL]
-            notes[(benchmark, mode)] = (
-                f"NOT bit-identical ({differ[0]})" if differ
-                else f"bit-identical ({len(by_repeat)} runs)"
-            )  # fmt: skip
-    return notes
-
-
-def blocks(records, failures, problems, plots: dict[str, Path], notes=None) -> list[tuple]:
+def blocks(records, failures, problems, plots: dict[str, Path], checks=()) -> list[tuple]:
     """The report as blocks (page.py): ("h1"|"h2"|"p", text), ("table", head, rows),
-    ("ul", items), ("img", path, alt). `plots`: benchmark or "summary" -> its PNG; `notes`:
-    bit_notes."""
-    sites = sorted({r.site for r in records} - {"unknown"})
-    repeats = max((r.repeat for r in records), default=0)
-    rows = headline.rows(records, failures, notes)
-    out = [
-        ("h1", "Benchmark comparison"),
-        (
-            "p",
-            f"Sites: {', '.join(sites) or '-'}; up to {repeats} repeats per mode, run"
-            " alternating A B A B; native is the baseline.",
-        ),
-        ("h2", "Headline"),
+    ("ul", items), ("img", path, alt). `plots`: benchmark or "summary" -> its PNG; `checks`:
+    the model runs' bit-for-bit comparisons."""
+    by_batch = defaultdict(list)
+    for r in records:
+        by_batch[r.batch].append(r)
+    rows = headline.rows(records, failures, checks)
+    out = [("h1", "Benchmark comparison")]
+    runs = [
+        f"{batch_text(batch)}: up to {_repeats(max(r.repeat for r in mine))} per mode; "
+        + order_text(mine)
+        for batch, mine in by_batch.items()
     ]
+    out += (
+        [
+            (
+                "p",
+                "Native is the baseline. Runs are paired only within one batch (site, host, job):",
+            ),
+            ("ul", runs),
+        ]
+        if runs
+        else []
+    )
+    out += [("h2", "Headline")]
     if rows:
         out += [("table", *headline.table(rows)), ("p", headline.EXPLAINED)]
-    if modes := ordered_modes([*records, *failures]):
-        legend = [[m, *MODE_NAMES.get(m, ("-", "-"))] for m in modes]
-        out += [("table", ["mode", "what runs", "published as"], legend)]
+    if modes := {x.mode for x in [*records, *failures]}:
+        out += [("table", ["mode", "what runs", "published as"], catalogue.legend(modes))]
     else:
         out += [("p", "No results to compare: no benchmark output was read.")]
     if "summary" in plots:
@@ -159,18 +155,20 @@ def blocks(records, failures, problems, plots: dict[str, Path], notes=None) -> l
         ("h2", "Details"),
         (
             "p",
-            "Cells: median (min-max) over repeats. Ratios: median [range] of the paired"
-            " ratios mode/native (repeat i with repeat i); `noisy` marks a spread wider than"
-            " the effect.",
+            "Cells: median (min-max) over repeats. Ratios: per size, the geometric mean of"
+            f" the paired ratios mode/native over repeats, its {stats.METHOD.split(' of ')[0]}"
+            " and n, then the verdict (the headline's rule).",
         ),
     ]
-    order = list(formats.FORMATS)  # as the headline: C OSU first, the model last
     present = {r.benchmark for r in records} | {f.benchmark for f in failures}
-    for benchmark in sorted(present, key=lambda b: (order.index(b) if b in order else 99, b)):
+    several = len(by_batch) > 1
+    for benchmark in sorted(present, key=lambda b: (formats.rank(b), b)):
         out += [("h2", benchmark)]
-        mine = [r for r in records if r.benchmark == benchmark]
-        if mine:
-            out += [("table", *detail(mine))]
+        for batch, mine in by_batch.items():
+            mine = [r for r in mine if r.benchmark == benchmark]
+            if mine:
+                out += [("p", f"Runs: {batch_text(batch)}")] if several else []
+                out += [("table", *detail(mine))]
         failed = Counter((f.mode, f.reason) for f in failures if f.benchmark == benchmark)
         items = [
             f"**{mode}: failed**: {reason} ({_runs(runs)})"
@@ -186,19 +184,18 @@ def markdown(records: list[Record], failures: list[Failure], problems: list[Prob
     return page.markdown(blocks(records, failures, problems, {}), Path("."))
 
 
-def write(records, failures, problems, out: Path) -> list[Path]:
+def write(records, failures, problems, out: Path, checks=()) -> list[Path]:
     """report.md, report.html, summary.json and the plots under `out`; the files written."""
     from climstack.bench import plots  # matplotlib takes 0.4 s: only the commands that draw
 
-    notes = bit_notes(out)
-    rows = headline.rows(records, failures, notes)
+    rows = headline.rows(records, failures, checks)
     drawn = plots.draw(records, out)
     by_benchmark = defaultdict(list)
     for benchmark, path in drawn:
         by_benchmark[benchmark].append(path)
     if rows:
         by_benchmark["summary"] = plots.summary(rows, out / "plots" / "summary.png")
-    document = blocks(records, failures, problems, by_benchmark, notes)
+    document = blocks(records, failures, problems, by_benchmark, checks)
     summary = headline.summary(rows, failures, problems)
     written = [
         atomic.write_text(out / "report.md", page.markdown(document, out)),

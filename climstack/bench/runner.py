@@ -1,22 +1,25 @@
-"""Run the local environment's benchmarks on this machine: every benchmark in every mode,
-repeat after repeat (A B A B ...), each run's raw output kept with a header line saying
-what it was (climstack.bench.collect reads them back). A model's case runs in a run
-directory of its own per mode and repeat, compared bit for bit with native's of the same
-repeat (BITWISE)."""
+"""Run the local environment's benchmarks on this machine: the run matrix
+(climstack.bench.matrix: every benchmark in every mode, repeat after repeat, the mode order
+rotated per repeat), each run's raw output kept after a header line saying what it was and
+where and when it ran (climstack.bench.collect writes and reads it). A model's case runs in
+a run directory of its own per mode and repeat, and each is compared bit for bit with
+native's of the same repeat; the comparisons go to raw/<model>.bitwise.out as `bitwise`
+header lines, which the report reads as it reads a centre job's."""
 
-import json
 import shlex
 import shutil
+import socket
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from climstack.bench import bitwise, cases
-from climstack.bench.collect import HEADER
+from climstack.bench import bitwise, cases, matrix
+from climstack.bench.collect import BITWISE, FAILED, HEADER, header
 from climstack.bench.modes import Mode
-from climstack.bench.records import BITWISE, IDENTICAL
-from climstack.common import atomic, process
+from climstack.bench.records import DIFFERS, IDENTICAL
+from climstack.bench.records import FAILED as CHECK_FAILED
+from climstack.common import process
 from climstack.errors import ClimstackError
 
 
@@ -32,9 +35,8 @@ class Benchmark:
 
     @property
     def family(self) -> str:
-        """The output format's name (collect.formats), which the report groups by."""
-        if self.case:
-            return "fms-clocks"
+        """What the report groups it by: the output format's name (collect.formats), a
+        model's own name (its rows are named by the model)."""
         return "osu" if self.name.startswith("osu_") else self.name
 
 
@@ -66,6 +68,32 @@ LOCAL = (
 )
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Where and as what the runs ran: every header says it (the report pairs within it)."""
+
+    site: str
+    host: str
+    job: str  # this `bench local`'s id: its output directory's name
+
+    @classmethod
+    def here(cls, out: Path, site: str = "local") -> "Batch":
+        return cls(site, socket.gethostname(), Path(out).resolve().name)
+
+
+def plan(benchmarks: list[Benchmark], modes: list[Mode], repeats: int) -> list[matrix.Run]:
+    """The runs of `benchmarks` in `modes` (a benchmark runs the modes that bind host I/O
+    libraries only if it uses NetCDF)."""
+    comparisons = [
+        (b.name, [m.name for m in modes if b.netcdf or not m.netcdf_only]) for b in benchmarks
+    ]
+    return matrix.runs(comparisons, repeats)
+
+
+def raw_path(out: Path, run: matrix.Run) -> Path:
+    return out / "raw" / f"{run.benchmark}.{run.mode}.r{run.repeat}.out"
+
+
 def run_all(
     benchmarks: list[Benchmark],
     modes: list[Mode],
@@ -74,59 +102,74 @@ def run_all(
     ranks: int,
     site: str = "local",
     timeout: int = 600,
+    resume: bool = False,
 ) -> list[Path]:
-    """Run each benchmark in each mode `repeats` times, alternating; returns the raw files."""
-    raw, written = out / "raw", []
-    raw.mkdir(parents=True, exist_ok=True)
-    runs = [(b, [m for m in modes if b.netcdf or not m.netcdf_only]) for b in benchmarks]
-    total, done = repeats * sum(len(of) for _, of in runs), 0
-    for repeat in range(1, repeats + 1):
-        for benchmark, its_modes in runs:
-            for mode in its_modes:  # modes alternate within a repeat: A B A B
-                done += 1
-                path = raw / f"{benchmark.name}.{mode.name}.r{repeat}.out"
-                header = (
-                    f"{HEADER} benchmark={benchmark.family} mode={mode.name} ranks={ranks} "
-                    f"nodes=1 runtime={mode.runtime} site={site} repeat={repeat}"
-                )
-                print(
-                    f"[{done}/{total}] {benchmark.name} {mode.name} repeat {repeat}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                work = work_root(out) / benchmark.name
-                if benchmark.case:  # a fresh run directory per run
-                    work = work / f"{mode.name}.r{repeat}"
-                text = _run_one(benchmark, mode, work, ranks, timeout)
-                path.write_text(text if text.startswith(HEADER) else f"{header}\n{text}")
-                written.append(path)
-    compare_models(benchmarks, out)
+    """Run the matrix of `benchmarks` x `modes` x `repeats`; returns the raw files.
+    `resume`: keep the runs an earlier call left in `out` and run the rest."""
+    (out / "raw").mkdir(parents=True, exist_ok=True)
+    batch, by_name = Batch.here(out, site), {b.name: b for b in benchmarks}
+    mode_of = {m.name: m for m in modes}
+    runs, written = plan(benchmarks, modes, repeats), []
+    for done, run in enumerate(runs, start=1):
+        path, benchmark = raw_path(out, run), by_name[run.benchmark]
+        written.append(path)
+        if resume and path.is_file():
+            continue
+        print(
+            f"[{done}/{len(runs)}] {run.benchmark} {run.mode} repeat {run.repeat}"
+            f" (place {run.order})",
+            file=sys.stderr,
+            flush=True,
+        )
+        fields = {
+            "benchmark": benchmark.family, "mode": run.mode, "ranks": ranks, "nodes": 1,
+            "runtime": mode_of[run.mode].runtime, "site": batch.site, "host": batch.host,
+            "job": batch.job, "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "repeat": run.repeat, "order": run.order,
+        }  # fmt: skip
+        work = work_root(out) / benchmark.name
+        if benchmark.case:  # a fresh run directory per run
+            work = work / f"{run.mode}.r{run.repeat}"
+        text = _run_one(benchmark, mode_of[run.mode], work, ranks, timeout, fields)
+        path.write_text(text if text.startswith(HEADER) else f"{header(fields)}\n{text}")
+    written += compare_models(benchmarks, out, batch)
     return written
 
 
-def compare_models(benchmarks: list[Benchmark], out: Path) -> dict:
-    """Each model run against native's of the same repeat, bit for bit, into BITWISE:
-    {benchmark: {mode: {repeat: "bit-identical" or the differences}}}."""
-    found = {}
+def compare_models(benchmarks: list[Benchmark], out: Path, batch: Batch) -> list[Path]:
+    """Each model run against native's of the same repeat, bit for bit, as `bitwise` header
+    lines in raw/<model>.bitwise.out (what differs, or why it could not compare, below)."""
+    written = []
     for benchmark in (b for b in benchmarks if b.case):
-        runs = work_root(out) / benchmark.name
+        runs, lines = work_root(out) / benchmark.name, []
         for run in sorted(runs.glob("*.r*")):
             mode, repeat = run.name.rsplit(".r", 1)
-            native = runs / f"native.r{repeat}"
             if mode == "native" or not (run / cases.RECORD).is_file():
                 continue
-            if not (native / cases.RECORD).is_file():
-                outcome = "no native run to compare with"
-            else:
-                comparison = bitwise.compare(native, run)
-                outcome = (
-                    IDENTICAL
-                    if comparison.identical
-                    else "; ".join(str(d) for d in comparison.differences[:3])
-                )
-            found.setdefault(benchmark.family, {}).setdefault(mode, {})[repeat] = outcome
-    atomic.write_text(out / BITWISE, json.dumps(found, indent=2) + "\n")
-    return found
+            verdict, detail = check(runs / f"native.r{repeat}", run)
+            fields = {
+                "benchmark": benchmark.family, "mode": mode, "site": batch.site,
+                "host": batch.host, "job": batch.job, "repeat": repeat, "verdict": verdict,
+            }  # fmt: skip
+            lines += [header(fields, BITWISE), *detail]
+        if lines:
+            path = out / "raw" / f"{benchmark.name}.bitwise.out"
+            path.write_text("\n".join(lines) + "\n")
+            written.append(path)
+    return written
+
+
+def check(native: Path, run: Path) -> tuple[str, list[str]]:
+    """(verdict, detail lines) of `run` against `native`, bit for bit."""
+    if not (native / cases.RECORD).is_file():
+        return CHECK_FAILED, [f"no native run to compare with: {native}"]
+    try:
+        comparison = bitwise.compare(native, run)
+    except ClimstackError as err:  # an output that does not read
+        return CHECK_FAILED, err.message.splitlines()[:5]
+    if comparison.identical:
+        return IDENTICAL, [f"{len(comparison.compared)} outputs and variables compared"]
+    return DIFFERS, [str(d) for d in comparison.differences[:5]]
 
 
 def work_root(out: Path) -> Path:
@@ -134,8 +177,8 @@ def work_root(out: Path) -> Path:
     return out / "work"
 
 
-def _run_one(benchmark, mode, work, ranks, timeout) -> str:
-    failed = f"{HEADER} failed benchmark={benchmark.family} mode={mode.name} reason="
+def _run_one(benchmark, mode, work, ranks, timeout, fields) -> str:
+    failed = header(fields, FAILED) + " reason="
     if mode.unavailable:
         return failed + shlex.quote(mode.unavailable) + "\n"
     try:

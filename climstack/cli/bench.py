@@ -1,15 +1,17 @@
 """`climstack bench local`: install the local environment, run the comparison in every mode
 and write its report; `climstack bench SITE --emit`: the centre's job scripts;
-`climstack bench report DIR...`: the report from raw outputs (exit 1 when anything was left
-out, 2 for bad arguments)."""
+`climstack bench report DIR...`: the report from raw outputs. Exit status (climstack.errors):
+1 when anything was left out or a model run's outputs differ from native's, 2 for bad input,
+3 when a tool or program failed."""
 
 import argparse
+import shutil
 import sys
 import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import collect, jobs, modes, records, report, runner
+from climstack.bench import catalogue, collect, jobs, records, report, runner
 from climstack.bench.local import IMAGE, install, local_modes, mode_names
 from climstack.common import progress
 from climstack.errors import ClimstackError
@@ -19,39 +21,104 @@ from climstack.launch import runtimes
 from climstack.stack import environments
 
 
-def write_report(found, out: Path) -> list[Path]:
+def write_report(found, out: Path, checks=()) -> list[Path]:
     recs, failures, problems = found
     for problem in problems:
         print(f"climstack bench: warning: {problem}", file=sys.stderr)
-    paths = list(records.write(recs, failures, out))
-    return paths + report.write(recs, failures, problems, out)
+    paths = list(records.write(recs, failures, out, checks))
+    return paths + report.write(recs, failures, problems, out, checks)
 
 
-def run_local(args) -> None:
+def checked_inputs(args) -> None:
+    """The inputs of `bench local`/`--emit` that need no work to check, refused first."""
+    if args.repeats < 1:
+        raise ClimstackError(f"--repeats {args.repeats}: at least 1", fix="e.g. --repeats 3")
+    if args.ranks is not None and args.ranks < 1:
+        raise ClimstackError(f"--ranks {args.ranks}: at least 1", fix="e.g. --ranks 2")
+
+
+def fresh_out(args) -> Path:
+    """The report directory: a new one by default; a given one must be empty, unless
+    --force (emptied first) or --resume (its runs kept, the rest run)."""
+    out = Path(args.out or pins.cache_dir() / "bench" / time.strftime("local-%Y%m%d-%H%M%S"))
+    if out.exists() and not out.is_dir():
+        raise ClimstackError(f"--out {out}: not a directory", fix="name a new directory")
+    if out.is_dir() and any(out.iterdir()):
+        if args.force:
+            shutil.rmtree(out)
+        elif not args.resume:
+            raise ClimstackError(
+                f"--out {out} holds an earlier run's results, which would be reported as this "
+                "run's",
+                fix="name a new directory, or add --force (empty it first) or --resume (keep "
+                "its runs, run the rest)",
+            )
+    return out
+
+
+def run_local(args) -> int:
     if args.emit:
         return run_emit(args)
+    checked_inputs(args)
+    if args.force and args.resume:
+        raise ClimstackError("--force and --resume together", fix="one of them")
+    if args.image and not Path(args.image).is_dir():
+        raise ClimstackError(
+            f"--image {args.image}: no such image directory",
+            fix=f"leave --image out (`climstack image {IMAGE}`'s, built if missing), or name "
+            "an existing image directory",
+        )
     env_dir = environments.resolve("local")
     if not (env_dir / "spack.lock").is_file():
         raise ClimstackError(
             f"{env_dir} is not concretized", fix="`climstack concretize local` first"
         )
     mode_names(args)  # bad input fails before the install
+    out = fresh_out(args)
     prefixes = install(env_dir)
-    out = Path(args.out or pins.cache_dir() / "bench" / time.strftime("local-%Y%m%d-%H%M%S"))
     chosen = local_modes(args, prefixes, runner.work_root(out))
     with progress.step(f"running the benchmarks, {args.repeats} repeats, into {out}"):
-        runner.run_all(list(runner.LOCAL), chosen, out, args.repeats, args.ranks)
-    paths = write_report(collect.read_paths([out / "raw"]), out)
+        runner.run_all(
+            list(runner.LOCAL), chosen, out, args.repeats, args.ranks, resume=args.resume
+        )
+    return finish(out, [out / "raw"])
+
+
+def finish(out: Path, paths: list[Path], labels=None) -> int:
+    """The report of the outputs under `paths` into `out`; exit status 1 if a model run's
+    outputs differ from native's (or could not be compared), or anything was left out."""
+    found = collect.read_paths(paths, labels)
+    checks = collect.read_checks(paths)
+    written = write_report(found, out, checks)
     print(f"climstack bench: report in {out}")
-    for path in paths:
+    for path in written:
         print(f"  {path}")
+    status = 0
+    if found[2]:
+        files = len({p.path for p in found[2]})
+        print(
+            f"climstack bench: {len(found[2])} problem(s) in {files} file(s): left out, listed "
+            f"under 'Left out' in {out / 'report.md'}",
+            file=sys.stderr,
+        )
+        status = 1
+    bad = [c for c in checks if c.verdict != records.IDENTICAL]
+    for c in bad:
+        print(
+            f"climstack bench: {c.benchmark} {c.mode} repeat {c.repeat} ({c.site}, job "
+            f"{c.job}): {'NOT bit-identical' if c.verdict == records.DIFFERS else 'not compared'}"
+            f" to native: {c.detail}",
+            file=sys.stderr,
+        )
+    return 1 if bad else status
 
 
 def run_emit(args) -> None:
     """`bench SITE --emit DIR`: the comparisons' job scripts, to run at the centre."""
+    checked_inputs(args)
     out = Path(args.emit)
     image_path = args.image or image.default_destination(IMAGE)
-    only = tuple(mode_names(args, jobs.EMIT_MODES, " for --emit"))
+    only = tuple(mode_names(args, jobs.EMIT_MODES, "--emit --modes"))
     paths = jobs.emit(
         args.site, out, str(image_path), args.repeats, args.ranks, args.root, only=only
     )
@@ -72,23 +139,11 @@ def run_emit(args) -> None:
 
 
 def run_report(args) -> int:
-    """The report; exit status 1 if anything was left out (listed in it), else 0."""
+    """The report; exit status 1 if anything was left out (listed in it) or a model run
+    differs from native's, else 0."""
     out = Path(args.out) if args.out else Path(args.paths[0]) / "report"
     labels = collect.parse_labels(args.label)
-    found = collect.read_paths([Path(p) for p in args.paths], labels)
-    paths = write_report(found, out)
-    print(f"climstack bench: report in {out}")
-    for path in paths:
-        print(f"  {path}")
-    if found[2]:
-        files = len({p.path for p in found[2]})
-        print(
-            f"climstack bench: {len(found[2])} problem(s) in {files} file(s): left out, listed "
-            f"under 'Left out' in {out / 'report.md'}",
-            file=sys.stderr,
-        )
-        return 1
-    return 0
+    return finish(out, [Path(p) for p in args.paths], labels)
 
 
 def register(commands) -> None:
@@ -98,9 +153,14 @@ def register(commands) -> None:
     local.add_argument("--repeats", type=int, default=3, help="runs per mode (default 3)")
     local.add_argument("--ranks", type=int, default=2)
     local.add_argument("--out", help="report directory (default: a new one in the cache)")
+    again = local.add_mutually_exclusive_group()
+    again.add_argument("--force", action="store_true", help="empty a non-empty --out first")
+    again.add_argument(
+        "--resume", action="store_true", help="keep the runs in --out, run the rest"
+    )
     local.add_argument(
         "--modes",
-        help=f"comma-separated, from {','.join(modes.MODES)} (default: all); with --emit, "
+        help=f"comma-separated, from {','.join(catalogue.names(local=True))} (default: all); with --emit, "
         f"from {','.join(jobs.EMIT_MODES)}",
     )
     local.add_argument("--runtime", choices=runtimes.LOCAL, default="charliecloud")

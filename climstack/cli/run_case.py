@@ -38,13 +38,32 @@ def _mode_and_program(args, case, run_dir: Path) -> tuple[modes.Mode, str]:
     try:
         return mode, mode.locate(case)
     except LookupError as why:
-        raise ClimstackError(f"--mode {args.mode}: {why}", fix="") from None
+        raise ClimstackError(
+            f"--mode {args.mode}: {why}", fix=_locate_fix(args, case, why)
+        ) from None
+
+
+def _locate_fix(args, case, why: LookupError) -> str:
+    """What to do when a mode lacks the case's program (modes.Mode.locate's LookupError)."""
+    if args.mode == "native":
+        return (
+            f"install it with `climstack install local` (it builds {case.package}), or give "
+            f"--program PREFIX/{case.argv[0]}"
+        )
+    if "verify refuses" in str(why):
+        return (
+            "`climstack verify PROGRAM --image IMAGE --plan PLAN` (a plan of `climstack bind "
+            "local`) shows each problem; if the image's build is stale, rebuild it with "
+            f"`climstack image {local.IMAGE} --force`"
+        )
+    return f"rebuild the image with `climstack image {local.IMAGE} --force`"
 
 
 def register(commands) -> None:
     def run_case(args):
         case = cases.get(args.case)
         settings = cases.parse_settings(args.set)
+        against = bitwise.require_run_directory(args.against) if args.against else None
         run_dir = Path(args.run_dir).resolve()
         mode, program = _mode_and_program(args, case, run_dir)
         result = cases.run(
@@ -58,11 +77,13 @@ def register(commands) -> None:
         )
         if args.json:
             print(json.dumps(asdict(result), indent=2))
-        if args.against:
-            return compare(Path(args.against), Path(result.run_dir))
+        if against:
+            return compare(against, Path(result.run_dir))
         return 0
 
     def compare(a: Path, b: Path) -> int:
+        """0 bit-identical, 1 differ (printed); bad input (2) and unreadable outputs (3)
+        raise bitwise's ClimstackError and ToolFailure."""
         comparison = bitwise.compare(a, b)
         print(comparison.summary(), file=sys.stdout if comparison.identical else sys.stderr)
         return 0 if comparison.identical else 1
@@ -103,7 +124,8 @@ def register(commands) -> None:
     sub.add_argument(
         "--against",
         metavar="RUN_DIR",
-        help="then compare with this run bit for bit (exit 1 if they differ)",
+        help="then compare with this run bit for bit (exit 1 if they differ, 3 if an output does "
+        "not read); checked before the model runs",
     )
     sub.add_argument("--timeout", type=float, default=3600, help="seconds (default 3600)")
     sub.add_argument("--json", action="store_true", help="print the run's record as JSON")
@@ -112,7 +134,7 @@ def register(commands) -> None:
     cmp = commands.add_parser(
         "compare-runs",
         help="two runs of a case bit for bit: *.stats text, every NetCDF variable's data "
-        "(exit 0 identical, 1 differ)",
+        "(exit 0 identical, 1 differ, 2 not a run directory, 3 an output missing or unreadable)",
     )
     cmp.add_argument("run_a")
     cmp.add_argument("run_b")

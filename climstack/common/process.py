@@ -1,4 +1,4 @@
-"""Run external commands: captured, with a ClimstackError naming what failed, or streamed
+"""Run external commands: captured, with a ToolFailure (exit status 3) naming what failed, or streamed
 line by line under a progress step (long Spack installs show Spack's own lines).
 
 Every command runs in a process group of its own, and its timeout counts from its start
@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from climstack.errors import ClimstackError
+from climstack.errors import ToolFailure
 
 TAIL = 3000  # characters of a failed command's output quoted in the error
 CompletedProcess, Popen = subprocess.CompletedProcess, subprocess.Popen  # for type hints
@@ -36,7 +36,7 @@ def _start(command: list, what: str, fix: str, env=None, **popen) -> subprocess.
             command, text=True, start_new_session=True, env=with_user(env), **popen
         )
     except FileNotFoundError as err:
-        raise ClimstackError(
+        raise ToolFailure(
             f"{what}: `{command[0]}` not found",
             fix=fix or "install it (bin/setup installs the tools the project uses)",
         ) from err
@@ -53,7 +53,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _timed_out(what: str, command: list, timeout: float, output: str, fix: str):
     silent = " printing nothing" if not output.strip() else ""
-    return ClimstackError(
+    return ToolFailure(
         f"{what}: `{' '.join(command[:3])} ...` still running after {timeout:g} s{silent}, "
         f"stopped" + (f"; its last output:\n{output.strip()[-TAIL:]}" if output.strip() else ""),
         fix=fix or "find out why it hangs (run the command by hand), or raise its timeout",
@@ -70,7 +70,7 @@ def run(
     check: bool = True,
     fix: str = "",
 ) -> subprocess.CompletedProcess:
-    """Run `command` capturing text output; raise a ClimstackError naming `what` on failure."""
+    """Run `command` capturing text output; raise a ToolFailure naming `what` on failure."""
     command = [str(part) for part in command]
     proc = _start(
         command, what, fix, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd, env=env
@@ -86,7 +86,7 @@ def run(
             _stop(proc)
     if check and proc.returncode != 0:
         output = (stderr.strip() or stdout.strip())[-TAIL:]
-        raise ClimstackError(f"{what} failed (exit {proc.returncode}):\n{output}", fix=fix)
+        raise ToolFailure(f"{what} failed (exit {proc.returncode}):\n{output}", fix=fix)
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
@@ -138,7 +138,7 @@ def stream(
             _stop(proc)
     output = "".join(lines)
     if proc.returncode != 0:
-        raise ClimstackError(
+        raise ToolFailure(
             f"{what} failed (exit {proc.returncode}):\n{output.strip()[-TAIL:]}", fix=fix
         )
     return subprocess.CompletedProcess(command, proc.returncode, output, "")
