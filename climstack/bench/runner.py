@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from climstack.bench import bitwise, cases, matrix
+from climstack.bench import bitwise, catalogue, cases, matrix
 from climstack.bench.collect import BITWISE, FAILED, HEADER, header
 from climstack.bench.modes import Mode
 from climstack.bench.records import DIFFERS, IDENTICAL
@@ -81,11 +81,12 @@ class Batch:
         return cls(site, socket.gethostname(), Path(out).resolve().name)
 
 
-def plan(benchmarks: list[Benchmark], modes: list[Mode], repeats: int) -> list[matrix.Run]:
-    """The runs of `benchmarks` in `modes` (a benchmark runs the modes that bind host I/O
-    libraries only if it uses NetCDF)."""
+def plan(benchmarks: list[Benchmark], modes: list[str], repeats: int) -> list[matrix.Run]:
+    """The runs of `benchmarks` in the catalogue's `modes` (a benchmark runs the modes that
+    bind host I/O libraries only if it uses NetCDF)."""
     comparisons = [
-        (b.name, [m.name for m in modes if b.netcdf or not m.netcdf_only]) for b in benchmarks
+        (b.name, [m for m in modes if b.netcdf or not catalogue.get(m).io_only])
+        for b in benchmarks
     ]
     return matrix.runs(comparisons, repeats)
 
@@ -109,7 +110,7 @@ def run_all(
     (out / "raw").mkdir(parents=True, exist_ok=True)
     batch, by_name = Batch.here(out, site), {b.name: b for b in benchmarks}
     mode_of = {m.name: m for m in modes}
-    runs, written = plan(benchmarks, modes, repeats), []
+    runs, written = plan(benchmarks, list(mode_of), repeats), []
     for done, run in enumerate(runs, start=1):
         path, benchmark = raw_path(out, run), by_name[run.benchmark]
         written.append(path)

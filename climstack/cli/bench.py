@@ -39,42 +39,39 @@ def checked_inputs(args) -> None:
 
 def fresh_out(args) -> Path:
     """The report directory: a new one by default; a given one must be empty, unless
-    --force (emptied first) or --resume (its runs kept, the rest run)."""
+    --force (it is emptied: `empty_out`) or --resume (its runs kept, the rest run)."""
     out = Path(args.out or pins.cache_dir() / "bench" / time.strftime("local-%Y%m%d-%H%M%S"))
     if out.exists() and not out.is_dir():
         raise ClimstackError(f"--out {out}: not a directory", fix="name a new directory")
-    if out.is_dir() and any(out.iterdir()):
-        if args.force:
-            shutil.rmtree(out)
-        elif not args.resume:
-            raise ClimstackError(
-                f"--out {out} holds an earlier run's results, which would be reported as this "
-                "run's",
-                fix="name a new directory, or add --force (empty it first) or --resume (keep "
-                "its runs, run the rest)",
-            )
+    if out.is_dir() and any(out.iterdir()) and not (args.force or args.resume):
+        raise ClimstackError(
+            f"--out {out} holds an earlier run's results, which would be reported as this "
+            "run's",
+            fix="name a new directory, or add --force (empty it first) or --resume (keep "
+            "its runs, run the rest)",
+        )
     return out
 
 
 def run_local(args) -> int:
     if args.emit:
         return run_emit(args)
-    checked_inputs(args)
-    if args.force and args.resume:
-        raise ClimstackError("--force and --resume together", fix="one of them")
+    checked_inputs(args)  # every input first: nothing is installed, run or removed before
     if args.image and not Path(args.image).is_dir():
         raise ClimstackError(
             f"--image {args.image}: no such image directory",
             fix=f"leave --image out (`climstack image {IMAGE}`'s, built if missing), or name "
             "an existing image directory",
         )
+    mode_names(args)
+    out = fresh_out(args)
     env_dir = environments.resolve("local")
     if not (env_dir / "spack.lock").is_file():
         raise ClimstackError(
             f"{env_dir} is not concretized", fix="`climstack concretize local` first"
         )
-    mode_names(args)  # bad input fails before the install
-    out = fresh_out(args)
+    if args.force and out.is_dir():
+        shutil.rmtree(out)
     prefixes = install(env_dir)
     chosen = local_modes(args, prefixes, runner.work_root(out))
     with progress.step(f"running the benchmarks, {args.repeats} repeats, into {out}"):
