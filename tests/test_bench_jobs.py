@@ -322,7 +322,7 @@ def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp
         capture_output=True, text=True,
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
-    assert "bit-identical (1 runs)" in (tmp_path / "r" / "report.md").read_text()
+    assert "bit-identical (1 run)" in (tmp_path / "r" / "report.md").read_text()
     assert "#override DAYMAX = 0.125" in (jobs_dir / "cases" / "mom6" / "MOM_override").read_text()
 
 

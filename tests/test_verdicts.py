@@ -5,6 +5,7 @@ work with exit status 2; one catalogue row adds a mode. Each test is a negative 
 that the old harness failed."""
 
 import argparse
+import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +19,7 @@ from climstack.bench.records import Record
 from climstack.errors import EXIT_CODES
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
+DATA_BENCH = Path(__file__).parent / "data" / "bench"
 OSU = """# OSU MPI Latency Test v7.4
 # Size          Latency (us)
 1                       {small:.2f}
@@ -252,3 +254,50 @@ def test_a_failed_program_exits_3_not_2(tmp_path):
     )
     assert proc.returncode == 3, proc.stderr
     assert "failed (exit 7)" in proc.stderr and "the ocean boiled" in proc.stderr
+
+
+def test_one_ulp_in_one_output_reaches_the_report_and_the_exit_status(tmp_path):
+    """The negative control of bit for bit: two run directories of a model (real NetCDF,
+    real ocean.stats), one value one ulp apart. The runner's comparison writes `differs`,
+    the report's headline cell says NOT bit-identical naming the variable, and `bench
+    report` exits 1; the identical pair exits 0."""
+    import netCDF4
+    import numpy
+
+    from climstack.bench import cases, runner
+
+    out = tmp_path / "out"
+    runs = runner.work_root(out) / "mom6"
+    for mode in ("native", "bind", "hybrid"):
+        run_dir = runs / f"{mode}.r1"
+        run_dir.mkdir(parents=True)
+        (run_dir / "ocean.stats").write_text("  Step  Day  Energy/Mass\n  0  0.00  1.0E-12\n")
+        (run_dir / cases.RECORD).write_text("{}\n")
+        with netCDF4.Dataset(run_dir / "prog.nc", "w") as nc:
+            nc.createDimension("x", 4)
+            values = numpy.linspace(0.1, 0.4, 4)
+            if mode == "bind":  # one ulp, in one place
+                values[2] = numpy.nextafter(values[2], 1.0)
+            nc.createVariable("temp", "f8", ("x",))[:] = values
+    batch = runner.Batch.here(out)
+    body = (DATA_BENCH / "mom6-native.out").read_text().split("\n", 1)[1]
+    (out / "raw").mkdir()
+    for mode in ("native", "bind", "hybrid"):
+        fields = {"benchmark": "mom6", "mode": mode, "ranks": 128, "site": batch.site,
+                  "host": batch.host, "job": batch.job, "repeat": 1, "order": 1}  # fmt: skip
+        (out / "raw" / f"mom6.{mode}.r1.out").write_text(collect.header(fields) + "\n" + body)
+    mom6 = [b for b in runner.LOCAL if b.name == "mom6"]
+    runner.compare_models(mom6, out, batch)
+    checks = {c.mode: c for c in collect.read_checks([out / "raw"])}
+    assert checks["hybrid"].verdict == "bit-identical" and checks["bind"].verdict == "differs"
+    assert "prog.nc:temp" in checks["bind"].detail
+    proc = climstack("bench", "report", out / "raw", "--out", tmp_path / "report")
+    assert proc.returncode == 1 and "NOT bit-identical to native" in proc.stderr
+    text = (tmp_path / "report" / "report.md").read_text()
+    row = next(line for line in text.splitlines() if "| mom6 | Total runtime" in line)
+    assert "NOT bit-identical (repeat 1: prog.nc:temp" in row and "bit-identical (1 run)" in row
+    (out / "raw" / "mom6.bind.r1.out").unlink()
+    shutil.rmtree(runs / "bind.r1")
+    runner.compare_models(mom6, out, batch)
+    proc = climstack("bench", "report", out / "raw", "--out", tmp_path / "again")
+    assert proc.returncode == 0, proc.stderr

@@ -132,7 +132,7 @@ def bit_notes(checks: list[BitCheck]) -> dict[tuple, str]:
         elif failed:
             notes[key] = f"not compared (repeat {failed[0].repeat}: {failed[0].detail})"
         else:
-            notes[key] = f"bit-identical ({len(mine)} runs)"
+            notes[key] = f"bit-identical ({len(mine)} run{'s' * (len(mine) != 1)})"
     return notes
 
 
