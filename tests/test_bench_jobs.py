@@ -331,7 +331,7 @@ def test_the_stripe_sweep_calls_lfs_before_each_set_of_runs(cluster, local_image
     """benchio's script for a site with Lustre, run through Slurm. Lustre cannot exist
     here, so a stand-in `lfs` on PATH (this test only) records each call with the number of
     runs the job had started by then: getstripe first, then one setstripe before each set
-    of runs (native and hybrid, alternating), and every header carries its setting."""
+    of runs (native and hybrid), and every header carries its setting."""
     lustre = {"path": "/lustre", "stripe_counts": [1, -1], "stripe_sizes": ["1M"]}
     seed = next(c for c in jobs.SEEDS if c.name == "benchio")
     comparison = replace(seed, ranks=2, modes=("native", "hybrid"))
