@@ -4,6 +4,7 @@ headline's time ratios per mode and benchmark on a log axis around 1. A mode has
 in every plot."""
 
 import math
+import re
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -174,19 +175,28 @@ def _ticks(reach: float) -> list[float]:
 
 
 def draw(records: list[Record], out: Path) -> list[tuple[str, Path]]:
-    """One plot per benchmark, operation and metric with sizes; one bar chart per I/O
-    benchmark: (benchmark, PNG) each."""
+    """One plot per batch, benchmark, operation and metric with sizes; one bar chart per
+    batch and I/O benchmark: (benchmark, PNG) each. Batches are never drawn together."""
     written = []
     groups = defaultdict(list)
     for r in records:
-        groups[(r.benchmark, r.operation if r.metric in SIZED else "", r.metric)].append(r)
-    for (benchmark, operation, metric), mine in sorted(groups.items()):
+        groups[(r.batch, r.benchmark, r.operation if r.metric in SIZED else "", r.metric)].append(
+            r
+        )
+    several = len({r.batch for r in records}) > 1
+    for (batch, benchmark, operation, metric), mine in sorted(groups.items()):
+        where = ("-" + "-".join(batch)) if several else ""
+        at = f" ({batch_text(batch)})" if several else ""
         if metric in SIZED and len({r.bytes for r in mine}) > 1:
-            name = f"{benchmark}-{operation}-{metric}".replace("/", "_").replace(" ", "_")
-            title = f"{benchmark} {operation}, {mine[0].ranks} ranks"
-            written.append((benchmark, sized(mine, title, out / "plots" / f"{name}.png")))
+            name = f"{benchmark}-{operation}-{metric}{where}"
+            title = f"{benchmark} {operation}, {mine[0].ranks} ranks{at}"
+            written.append((benchmark, sized(mine, title, out / "plots" / f"{_file(name)}.png")))
         elif metric == "rate":
-            title = f"{benchmark}: I/O rate per mode, {mine[0].ranks} ranks"
-            path = out / "plots" / f"{benchmark}-rate.png"
+            title = f"{benchmark}: I/O rate per mode, {mine[0].ranks} ranks{at}"
+            path = out / "plots" / f"{_file(benchmark + '-rate' + where)}.png"
             written.append((benchmark, rates(mine, title, path)))
     return written
+
+
+def _file(name: str) -> str:
+    return re.sub(r"[^\w.+-]+", "_", name)
