@@ -1,6 +1,7 @@
 """`climstack bench SITE --emit DIR`: the Slurm job scripts that reproduce the field's
-comparisons at a centre, one per comparison. Each script renders the comparison's run
-matrix (climstack.bench.matrix, the list the local runner runs too): one function per mode,
+comparisons at a centre, one per comparison. Each script is the comparison's run matrix
+(climstack.bench.matrix, the list the local runner runs too) rendered by a Jinja template
+(templates/job.sh.j2): one function per mode,
 then one `bench MODE REPEAT ORDER` line per run in the matrix's order (each repeat runs every
 mode once, the order rotated per repeat), every run's output after a `climstack-bench:`
 header line (climstack.bench.collect's writer) naming the site, host, job and start, so that
@@ -31,6 +32,8 @@ as a `bitwise` header line, which `bench report` puts in its headline.
 import shlex
 import shutil
 import sys
+
+import jinja2
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -184,53 +187,65 @@ def runs(comparison: Comparison, repeats: int, reasons: dict, lustre=None) -> li
     return matrix.runs([(comparison.benchmark, modes)], repeats, stripes)
 
 
+TEMPLATE = "job.sh.j2"  # climstack/bench/templates/: a comparison's job script
+
+
 def script(
     site, comparison, plans, image_path: str, repeats: int, reasons: dict, lustre=None,
     case_dir: Path | None = None,
 ) -> str:  # fmt: skip
+    """The comparison's job script: its run matrix rendered by the template."""
     benchmark = next(b for b in runner.LOCAL if b.name == comparison.benchmark)
     component = slurm.Component(comparison.nodes, comparison.ranks, [])
-    lines = slurm.preamble(site, [component], f"bench-{comparison.name}")
-    env_dir = environments.resolve(site)
     comments, setup = _work_directory(site, comparison, benchmark, lustre)
     if benchmark.case:
         setup = _case_directory(comparison, case_dir)
     planned = runs(comparison, repeats, reasons, lustre)
-    modes = [m for m in comparison.modes if m not in reasons]
-    if any(run.stripe for run in planned):
+    sweep = any(run.stripe for run in planned)
+    if sweep:
         comments.append(
             f"# {len(planned)} runs of {comparison.name} (settings x modes x repeats): give the "
             "job the time they take, e.g. sbatch --time=HH:MM:SS"
         )
-    lines += [
-        f"# {comparison.name}: {', '.join(comparison.modes)}; {repeats} repeats, interleaved,"
-        " the mode order rotated per repeat (climstack.bench.matrix)",
-        *(f"# pending: {why}" for why in comparison.pending),
-        *(f"# not emitted: {mode}: {why[:300]}" for mode, why in reasons.items()),
-        *comments,
-        f'native_prefix() {{ {gateway.SPACK} -e {env_dir} location -i "$1"; }}',
-        *setup,
-        'host=$(hostname) job="${SLURM_JOB_ID:-$$}"',
+    modes = []
+    for mode in (m for m in comparison.modes if m not in reasons):
+        body, runtime = _mode_step(site, comparison, benchmark, mode, plans, image_path)
+        modes.append({"name": mode, "function": mode.replace("-", "_"), "body": body,
+                      "runtime": runtime})  # fmt: skip
+    fields = {
+        "benchmark": benchmark.family, "mode": "$mode", "ranks": comparison.ranks,
+        "nodes": comparison.nodes, "runtime": "$runtime", "site": site, "host": "$host",
+        "job": "$job", "start": "$start", "repeat": "$repeat", "order": "$order",
+    } | ({"stripe_count": "$count", "stripe_size": "$size"} if sweep else {})  # fmt: skip
+    checked = {
+        "benchmark": benchmark.family, "mode": "$1", "site": site, "host": "$host",
+        "job": "$job", "repeat": "$2", "verdict": "$verdict",
+    }  # fmt: skip
+    compared = [
+        (mode["name"], repeat)
+        for repeat in range(1, repeats + 1)
+        for mode in modes
+        if benchmark.case and mode["name"] != catalogue.BASELINE
     ]
-    runtime_of = {}
-    for mode in modes:
-        body, runtime_of[mode] = _mode_step(site, comparison, benchmark, mode, plans, image_path)
-        lines += [f"run_{_function(mode)}() {{", *(f"  {line}" for line in body), "}"]
-    lines += _bench_function(site, comparison, benchmark, runtime_of, planned)
-    lines += ["# the runs, in the run matrix's order"]
-    stripe = None
-    for run in planned:
-        if run.stripe != stripe:
-            stripe = run.stripe
-            lines.append(f"stripe {stripe[0]} {stripe[1]}")
-        lines.append(f"bench {run.mode} {run.repeat} {run.order}")
-    if benchmark.case:
-        lines += _bitwise_lines(site, comparison, modes, repeats)
-    return "\n".join(lines) + "\n"
+    return _template().render(
+        preamble="\n".join(slurm.preamble(site, [component], f"bench-{comparison.name}")),
+        comparison=comparison, repeats=repeats, reasons=reasons, comments=comments,
+        spack=gateway.SPACK, env_dir=environments.resolve(site), setup=setup, modes=modes,
+        header=header(fields), failed=header(fields, FAILED), runs=planned,
+        workdir=benchmark.workdir if sweep else None, compared=compared,
+        climstack=pins.PROJECT_ROOT / "bin" / "climstack", bitwise=header(checked, BITWISE),
+    )  # fmt: skip
 
 
-def _function(mode: str) -> str:
-    return mode.replace("-", "_")
+def _template():
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("climstack.bench"),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return environment.get_template(TEMPLATE)
 
 
 def _mode_step(site, comparison, benchmark, mode, plans, image_path) -> tuple[list, str]:
@@ -260,39 +275,6 @@ def _mode_step(site, comparison, benchmark, mode, plans, image_path) -> tuple[li
     return [*enter, *before, step], made.runtime
 
 
-def _bench_function(site, comparison, benchmark, runtime_of: dict, planned) -> list[str]:
-    """`bench MODE REPEAT ORDER`: one run after its header line (or its failure line), and
-    `stripe COUNT SIZE` for a sweep's next setting."""
-    fields = {
-        "benchmark": benchmark.family, "mode": "$mode", "ranks": comparison.ranks,
-        "nodes": comparison.nodes, "runtime": "$runtime", "site": site, "host": "$host",
-        "job": "$job", "start": "$start", "repeat": "$repeat", "order": "$order",
-    }  # fmt: skip
-    sweep = any(run.stripe for run in planned)
-    if sweep:
-        fields |= {"stripe_count": "$count", "stripe_size": "$size"}
-    runtimes_text = " ".join(f"[{m}]={r}" for m, r in runtime_of.items())
-    lines = [
-        f"declare -A runtime_of=({runtimes_text})",
-        "bench() {  # MODE REPEAT ORDER: one run of the matrix",
-        "  local mode=$1 repeat=$2 order=$3 runtime=${runtime_of[$1]} start rc=0",
-        "  start=$(date -u +%Y-%m-%dT%H:%M:%SZ)",
-        f'  echo "{header(fields)}"',
-        '  ( "run_${mode//-/_}" ) || rc=$?',
-        f'  if [ "$rc" != 0 ]; then echo "{header(fields, FAILED)} reason=srun-exit-$rc"; fi',
-        "}",
-    ]
-    if sweep:
-        lines += [
-            "stripe() {  # COUNT SIZE: the sweep's next setting, on an emptied directory",
-            "  count=$1 size=$2",
-            f"  rm -f {benchmark.workdir}/*  # a file left over keeps its old layout",
-            f'  lfs setstripe -c "$count" -S "$size" {benchmark.workdir}',
-            "}",
-        ]
-    return lines
-
-
 def _case_directory(comparison: Comparison, case_dir: Path | None) -> list[str]:
     """The job's lines naming the prepared case ($case_dir, prepared_case) and making the
     runs' directory ($bench_dir)."""
@@ -310,34 +292,6 @@ def _bench_dir(comparison: Comparison) -> str:
     $CLIMSTACK_BENCH_DIR (default: the directory the job was submitted from)."""
     where = f"${{{BENCH_DIR}:-${{SLURM_SUBMIT_DIR:-$PWD}}}}"
     return f'bench_dir="{where}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
-
-
-def _bitwise_lines(site, comparison: Comparison, modes, repeats: int) -> list[str]:
-    """After the runs: each mode's outputs against native's of the same repeat, each verdict
-    a `bitwise` header line (compare-runs: 0 identical, 1 differ, else it failed), what
-    differs below it."""
-    climstack = pins.PROJECT_ROOT / "bin" / "climstack"
-    fields = {
-        "benchmark": comparison.benchmark, "mode": "$1", "site": site, "host": "$host",
-        "job": "$job", "repeat": "$2", "verdict": "$verdict",
-    }  # fmt: skip
-    lines = [
-        f"# bit for bit: every mode's outputs against native's ({climstack} compare-runs)",
-        "compare() {  # MODE REPEAT",
-        "  local found rc=0 verdict",
-        f'  found=$({climstack} compare-runs "$bench_dir/native.r$2" "$bench_dir/$1.r$2" 2>&1)'
-        " || rc=$?",
-        "  case $rc in 0) verdict=bit-identical ;; 1) verdict=differs ;; *) verdict=failed ;; esac",
-        f'  echo "{header(fields, BITWISE)}"',
-        '  echo "$found"',
-        "}",
-    ]
-    return lines + [
-        f"compare {mode} {repeat}"
-        for repeat in range(1, repeats + 1)
-        for mode in modes
-        if mode != catalogue.BASELINE
-    ]
 
 
 def site_lustre(site: str) -> dict | None:
