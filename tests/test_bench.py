@@ -17,12 +17,12 @@ from support import io_libraries, programs
 from climstack import setup as climstack_setup
 from climstack.bench import catalogue, collect, local, modes, report, runner
 from climstack.bench.records import COLUMNS
-
-MODES = tuple(catalogue.names(local=True))
 from climstack.bind import elf
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check, sif
 from climstack.stack import bench_sources, environments
+
+MODES = tuple(catalogue.names(local=True))
 
 OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
 

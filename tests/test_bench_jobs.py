@@ -1,7 +1,7 @@
 """`climstack bench SITE --emit`: the centres' job scripts of the field's comparisons (one per
 comparison, rendering its run matrix: the modes interleaved, their order rotated per
-repeat, the same list the local runner runs), benchio's Lustre stripe sweep where the site has Lustre
-(`lustre:` in its bind.yaml), and the local site's scripts run for real through a local
+repeat, the same list the local runner runs), benchio's Lustre stripe sweep where the site
+has Lustre (`lustre:` in its bind.yaml), and the local site's scripts run for real through a local
 Slurm (two virtual nodes on loopback)."""
 
 import json

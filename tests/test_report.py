@@ -15,7 +15,7 @@ import matplotlib.image
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import collect, formats, headline, plots
+from climstack.bench import collect, formats, headline, plots, headers
 from climstack.bench.records import Failure, Record
 
 DATA = Path(__file__).parent / "data" / "bench"
@@ -243,7 +243,7 @@ def test_an_excerpt_without_its_banner_is_read_by_its_data_lines(fixture, name, 
     header line) after a free-text label, reads as the whole output does."""
     form = formats.FORMATS[name]
     lines = (DATA / fixture).read_text().splitlines()
-    first = [n for n, line in enumerate(lines) if line.startswith(collect.HEADER)][:2] or [-1]
+    first = [n for n, line in enumerate(lines) if line.startswith(headers.HEADER)][:2] or [-1]
     run = lines[first[0] + 1 : first[1] if len(first) > 1 else None]
     (tmp_path / "whole.out").write_text("\n".join(run) + "\n")
     kept = ["Cray built"] + [line for line in run if not form.banner.search(line)]

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import catalogue, collect, headline, jobs, local, matrix, plots, report
+from climstack.bench import catalogue, collect, headers, headline, jobs, local, matrix, plots
+from climstack.bench import report
 from climstack.bench import stats
 from climstack.bench.records import Record
 from climstack.errors import EXIT_CODES
@@ -37,7 +38,7 @@ def run(mode, repeat, small, large=10.0, order=0, **where) -> str:
     """One OSU latency run after its header line, as the runner and the jobs write it."""
     fields = {"benchmark": "osu", "mode": mode, "ranks": 2, "nodes": 1, **where}
     fields |= {"repeat": repeat} | ({"order": order} if order else {})
-    return collect.header(fields) + "\n" + OSU.format(small=small, large=large)
+    return headers.header(fields) + "\n" + OSU.format(small=small, large=large)
 
 
 def test_two_sites_sharing_mode_and_repeat_are_reported_apart(tmp_path):
@@ -285,7 +286,7 @@ def test_one_ulp_in_one_output_reaches_the_report_and_the_exit_status(tmp_path):
     for mode in ("native", "bind", "hybrid"):
         fields = {"benchmark": "mom6", "mode": mode, "ranks": 128, "site": batch.site,
                   "host": batch.host, "job": batch.job, "repeat": 1, "order": 1}  # fmt: skip
-        (out / "raw" / f"mom6.{mode}.r1.out").write_text(collect.header(fields) + "\n" + body)
+        (out / "raw" / f"mom6.{mode}.r1.out").write_text(headers.header(fields) + "\n" + body)
     mom6 = [b for b in runner.LOCAL if b.name == "mom6"]
     runner.compare_models(mom6, out, batch)
     checks = {c.mode: c for c in collect.read_checks([out / "raw"])}

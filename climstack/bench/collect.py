@@ -1,29 +1,17 @@
 """Raw output files (ours, a directory of Slurm .out files copied back from a centre, or
-outputs others published) into records. Each run in a file starts with a header line the
-runner and the emitted job scripts print (`header` writes it, `_header` reads it), e.g.
+outputs others published) into records. Each run in a file starts with a header line
+(climstack.bench.headers) the runner and the emitted job scripts print. A run at a Lustre
+stripe setting (benchio's sweep) says `stripe_count=4 stripe_size=1M`: its operations are
+named with it (`MPI-IO (lfs -c 4 -S 1M)`), so the report compares the modes per setting.
 
-    climstack-bench: benchmark=osu mode=bind ranks=128 nodes=1 runtime=apptainer \
-        site=archer2 host=nid001 job=4711 start=2026-11-26T10:00:00Z repeat=2 order=3
-    climstack-bench: failed benchmark=osu mode=fabric ... reason="..."
-    climstack-bench: bitwise benchmark=mom6 mode=bind ... repeat=1 verdict=bit-identical
-
-site, host and job name the batch of runs a record belongs to: only runs of one batch are
-paired, and two runs that would share (batch, benchmark, mode, repeat) are not merged: the
-later one is left out, named with the fix. `order` is the run's place in its repeat's
-rotated mode order (climstack.bench.matrix); a `bitwise` line is a model run compared with
-native's (its body: what differs).
-
-A run at a Lustre stripe setting (benchio's sweep) says `stripe_count=4 stripe_size=1M`:
-its operations are named with it (`MPI-IO (lfs -c 4 -S 1M)`), so the report compares the
-modes per setting.
-
-A file without one is a single run whose context comes from its sidecar `FILE.yaml`
-(`mode: native`, and any other header key) or from `--label FILE=MODE`; a header line
-wins over both, a label over the sidecar. What cannot be read (an unknown format, no mode,
-a garbled line) is left out with a Problem naming the file, the line and the fix."""
+Two runs that would share (batch, benchmark, mode, repeat) are not merged: the later one is
+left out, named with the fix. A file without a header line is a single run whose context
+comes from its sidecar `FILE.yaml` (`mode: native`, and any other header key) or from
+`--label FILE=MODE`; a header line wins over both, a label over the sidecar. What cannot be
+read (an unknown format, no mode, a garbled line) is left out with a Problem naming the
+file, the line and the fix."""
 
 import re
-import shlex
 from collections import Counter, defaultdict
 from dataclasses import replace
 from fnmatch import fnmatch
@@ -32,26 +20,20 @@ from pathlib import Path
 import yaml
 
 from climstack.bench import formats
+from climstack.bench.headers import (
+    BITWISE,
+    COUNTS,
+    DEFAULTS,
+    FAILED,
+    HEADER,
+    KEYS,
+    STRIPE,
+    count,
+    split_runs,
+)
 from climstack.bench.records import BitCheck, Failure, Problem, Record
 from climstack.errors import ClimstackError
 
-HEADER = "climstack-bench:"
-DEFAULTS = {
-    "runtime": "none",
-    "site": "unknown",
-    "host": "unknown",
-    "job": "unknown",
-    "nodes": "1",
-}
-#: what a header line, a sidecar or a label may say about a run, in the header's order
-KEYS = (
-    "benchmark", "mode", "ranks", "nodes", "runtime", "site", "host", "job", "start",
-    "repeat", "order", "operation",
-)  # fmt: skip
-STRIPE = ("stripe_count", "stripe_size")  # benchio's Lustre sweep (climstack.bench.jobs)
-COUNTS = ("ranks", "nodes", "repeat", "order")
-PLAIN = re.compile(r"[\w.:+/@$%{}-]+")  # a header value that needs no quotes
-FAILED, BITWISE = "failed", "bitwise"  # the words that mark a failed run, a comparison
 SUFFIXES = (".out", ".txt", ".log")
 SIDECAR = ".yaml"  # slurm-1.out.yaml describes slurm-1.out
 MODE_NAME = re.compile(r"[\w.+-]+")
@@ -69,43 +51,6 @@ class LeftOut(Exception):
     def __init__(self, line: int, message: str, fix: str = ""):
         super().__init__(message)
         self.line, self.message, self.fix = line, message, fix
-
-
-def header(fields: dict, kind: str = "") -> str:
-    """A run's header line: `kind` FAILED or BITWISE or none, then KEY=VALUE in KEYS order
-    (then any other key). A value with spaces or quotes is quoted for the shell's words;
-    one like `$mode` is left for a job script's shell to expand."""
-    order = [k for k in (*KEYS, *STRIPE) if k in fields] + [
-        k for k in fields if k not in KEYS + STRIPE
-    ]
-    words = [HEADER, *([kind] if kind else [])]
-    for key in order:
-        if fields[key] is not None and fields[key] != "":
-            value = str(fields[key])
-            words.append(f"{key}={value if PLAIN.fullmatch(value) else shlex.quote(value)}")
-    return " ".join(words)
-
-
-def _header(text: str) -> dict[str, str]:
-    words = shlex.split(text.split(HEADER, 1)[1])
-    context = dict(word.split("=", 1) for word in words if "=" in word)
-    for kind in (FAILED, BITWISE):
-        if kind in words:
-            context[kind] = "yes"
-    return context
-
-
-def _runs(lines: list[str]) -> list[tuple[dict, list[tuple[int, str]]]]:
-    runs, context, body = [], {}, []
-    for number, text in enumerate(lines, 1):
-        if text.startswith(HEADER):
-            if body or context:
-                runs.append((context, body))
-            context, body = _header(text), []
-        else:
-            body.append((number, text))
-    runs.append((context, body))
-    return [(c, b) for c, b in runs if c or any(t.strip() for _, t in b)]
 
 
 def sidecar(path: Path) -> dict[str, str]:
@@ -155,7 +100,7 @@ def _stripe(run: dict) -> str:
 def _check(path: Path, run: dict, body, name: str | None) -> None:
     """A run the report can use, or LeftOut with the fix."""
     first = body[0][0] if body else 1
-    header = max(first - 1, 1)  # the header line, if any, is just before the body
+    at = max(first - 1, 1)  # the header line, if any, is just before the body
     if name is None:
         raise LeftOut(
             first,
@@ -170,10 +115,10 @@ def _check(path: Path, run: dict, body, name: str | None) -> None:
             f"or --label {path.name}=MODE",
         )
     if not MODE_NAME.fullmatch(run["mode"]):
-        raise LeftOut(header, f"mode {run['mode']!r} is no mode name; run left out")
+        raise LeftOut(at, f"mode {run['mode']!r} is no mode name; run left out")
     bad = [key for key in COUNTS if not run.get(key, "0").isdigit()]
     if bad:
-        raise LeftOut(header, f"header {bad[0]}={run[bad[0]]!r} is no count; run left out")
+        raise LeftOut(at, f"header {bad[0]}={run[bad[0]]!r} is no count; run left out")
 
 
 def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> list[Record]:
@@ -235,7 +180,7 @@ def read_file(
         side = path.with_name(path.name + SIDECAR)
         message = f"{why.message}; {path.name} left out"
         return [], [], [Problem(str(side), why.line, message, why.fix)]
-    for context, body in _runs(text.splitlines()):
+    for context, body in split_runs(text.splitlines()):
         if context.get(BITWISE):
             continue  # a comparison of two runs' outputs: read_checks
         if context.get(FAILED):
@@ -243,7 +188,7 @@ def read_file(
             failures.append(
                 Failure(
                     run.get("benchmark", "?"), run.get("mode", "?"), run.get("reason", "?"),
-                    run["site"], run["host"], run["job"], _count(run.get("repeat")),
+                    run["site"], run["host"], run["job"], count(run.get("repeat")),
                 )  # fmt: skip
             )
             continue
@@ -314,10 +259,6 @@ def read_paths(
     return fill_ranks(records), failures, problems
 
 
-def _count(text) -> int:
-    return int(text) if str(text or "").isdigit() else 0
-
-
 def _apart(records: list[Record], path: Path, first: dict, problems: list) -> list[Record]:
     """`records` less those that would collide with a run read before (same batch,
     benchmark, mode, repeat and measurement), each collision named once per file pair."""
@@ -328,13 +269,13 @@ def _apart(records: list[Record], path: Path, first: dict, problems: list) -> li
             kept.append(r)
         else:
             clashes[(first[key], r.mode, r.repeat, r.batch)] += 1
-    for (other, mode, repeat, batch), count in clashes.items():
+    for (other, mode, repeat, batch), clashed in clashes.items():
         problems.append(
             Problem(
                 str(path),
                 1,
-                f"{count} result(s) of {mode} repeat {repeat} collide with {other}'s (same site, "
-                f"host and job: {', '.join(batch)}); left out, not merged",
+                f"{clashed} result(s) of {mode} repeat {repeat} collide with {other}'s (same "
+                f"site, host and job: {', '.join(batch)}); left out, not merged",
                 fix="give each job's outputs their own job= (header line) or `job:` (sidecar "
                 "FILE.yaml), or report them apart",
             )
@@ -351,14 +292,14 @@ def read_checks(paths: list[Path]) -> list[BitCheck]:
             text = path.read_text(errors="replace")
         except OSError:
             continue  # read_paths names it
-        for context, body in _runs(text.splitlines()):
+        for context, body in split_runs(text.splitlines()):
             if not context.get(BITWISE):
                 continue
             run = {**DEFAULTS, **context}
             detail = "; ".join(line.strip() for _, line in body if line.strip())[:500]
             checks.append(
                 BitCheck(
-                    run.get("benchmark", "?"), run.get("mode", "?"), _count(run.get("repeat")),
+                    run.get("benchmark", "?"), run.get("mode", "?"), count(run.get("repeat")),
                     run.get("verdict", FAILED), detail, run["site"], run["host"], run["job"],
                 )  # fmt: skip
             )

@@ -40,7 +40,7 @@ from pathlib import Path
 from climstack import pins
 from climstack import spack as gateway
 from climstack.bench import catalogue, cases, matrix, runner
-from climstack.bench.collect import BITWISE, FAILED, header
+from climstack.bench.headers import BITWISE, FAILED, header
 from climstack.bind import loader, plan
 from climstack.common import atomic
 from climstack.errors import ClimstackError

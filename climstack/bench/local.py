@@ -8,7 +8,6 @@ from climstack import spack
 from climstack.bench import catalogue, modes
 from climstack.check import container_smoke
 from climstack.common import progress
-from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.launch import launchers, runtimes
 from climstack.stack import bench_sources, environments

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench import bitwise, catalogue, cases, matrix
-from climstack.bench.collect import BITWISE, FAILED, HEADER, header
+from climstack.bench.headers import BITWISE, FAILED, HEADER, header
 from climstack.bench.modes import Mode
 from climstack.bench.records import DIFFERS, IDENTICAL
 from climstack.bench.records import FAILED as CHECK_FAILED

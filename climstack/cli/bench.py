@@ -157,8 +157,8 @@ def register(commands) -> None:
     )
     local.add_argument(
         "--modes",
-        help=f"comma-separated, from {','.join(catalogue.names(local=True))} (default: all); with --emit, "
-        f"from {','.join(jobs.EMIT_MODES)}",
+        help=f"comma-separated, from {','.join(catalogue.names(local=True))} (default: all); "
+        f"with --emit, from {','.join(jobs.EMIT_MODES)}",
     )
     local.add_argument("--runtime", choices=runtimes.LOCAL, default="charliecloud")
     local.add_argument("--image", type=Path, help=f"image directory of {IMAGE}")
