@@ -1,5 +1,6 @@
-"""Run external commands: captured, with a ToolFailure (exit status 3) naming what failed, or streamed
-line by line under a progress step (long Spack installs show Spack's own lines).
+"""Run external commands: captured, with a ToolFailure (exit status 3) naming what failed,
+or streamed line by line under a progress step (long Spack installs show Spack's own
+lines).
 
 Every command runs in a process group of its own, and its timeout counts from its start
 whether or not it prints: at the deadline the whole group (with any children that hold its
