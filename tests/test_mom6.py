@@ -23,7 +23,7 @@ from climstack.launch import launchers
 from climstack.stack import environments
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
-#: 24 steps of DT = 900 s (ENERGYSAVEDAYS = 0.25: ocean.stats at the start and the end)
+#: 24 steps of DT = 900 s, 6 hours (the case writes ocean.stats and prog.nc every hour)
 SHORT = {"DAYMAX": "0.25"}
 
 
@@ -82,9 +82,11 @@ def test_a_run_records_the_main_loop_time_and_its_outputs(two_runs):
         assert any(name.endswith(".nc") for name in record["digests"])
     assert "#override DAYMAX = 0.25" in (top / "a" / "MOM_override").read_text()
     assert "#override NIGLOBAL = 180" in (top / "a" / "MOM_override").read_text()
-    # the stats hold the start and the end (ENERGYSAVEDAYS = DAYMAX = 0.25)
+    # time-stepped evidence: ocean.stats every model hour (0 to 6), prog.nc hours 1 to 6
     stats = (top / "a" / "ocean.stats").read_text().splitlines()
-    assert len([line for line in stats if line.strip()[:1].isdigit()]) >= 2
+    assert len([line for line in stats if line.strip()[:1].isdigit()]) == 7
+    with netCDF4.Dataset(top / "a" / "prog.nc") as prog:
+        assert len(prog.dimensions["Time"]) == 6
 
 
 def test_two_native_runs_are_bit_identical(two_runs):

@@ -23,9 +23,9 @@ from climstack.errors import ClimstackError, ToolFailure
 
 #: global attributes two runs with the same answers may differ in, and only those: `history`
 #: (CF/NUG: who made the file, when, with what; a tool that touches a file appends to it).
-#: MOM6's own outputs (FMS diag and restart files, ocean.stats.nc) name no run directory or
-#: time of writing: their global attributes are `filename`, `title`, `grid_type`,
-#: `grid_tile` and the like, compared as everything else.
+#: MOM6's own outputs name no run directory or time of writing (checked on the case's run:
+#: global `NumFilesInSet`, `filename` = "./prog.nc", `title`, `grid_type`, `grid_tile`;
+#: variables' `checksum`, `units`, `cell_methods`, ...), so they are compared as the rest.
 IGNORED_ATTRIBUTES = frozenset({"history"})
 
 
