@@ -7,18 +7,16 @@ A variable that differs is named with its largest absolute and relative differen
 bit patterns that differ at equal values (NaN payloads, -0.0 vs 0.0) are named as such.
 
 An output missing from one run, or one that does not read (empty, truncated, corrupt), is
-no verdict: it raises a ToolFailure naming the file. So does a comparison that compared
-nothing (a NetCDF file without variables, an empty *.stats, is not counted)."""
+no verdict: it raises a ToolFailure naming the file (NetCDF files are read, and checked
+whole, by climstack.bench.netcdf_read). So does a comparison that compared nothing (a
+NetCDF file without variables, an empty *.stats, is not counted)."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import netCDF4
 import numpy
 
-from climstack.bench import cases
+from climstack.bench import cases, netcdf_read
 from climstack.errors import ClimstackError, ToolFailure
 
 #: global attributes two runs with the same answers may differ in, and only those: `history`
@@ -170,189 +168,6 @@ def _same_value(x, y) -> bool:
 # --- NetCDF files
 
 
-class _Unreadable(Exception):
-    """A NetCDF file that does not read: the caller names it in a ToolFailure."""
-
-
-@contextmanager
-def _reading(path: Path) -> Iterator[None]:
-    """Errors of netCDF4 (OSError, RuntimeError) and of our header check while reading
-    `path` as a ToolFailure naming it."""
-    try:
-        yield
-    except (OSError, RuntimeError, _Unreadable) as err:
-        raise ToolFailure(
-            f"{path} does not read as NetCDF: {err}",
-            fix=f"the run that wrote it did not finish, or its file system failed: read the "
-            f"run's {cases.STDOUT} (or its job's output), then run it again",
-        ) from None
-
-
-#: the classic formats' magic numbers -> bytes of a count, of an offset (NetCDF's "File
-#: Format Specification": CDF-1 classic, CDF-2 64-bit offset, CDF-5 64-bit data)
-_CLASSIC = {b"CDF\x01": (4, 4), b"CDF\x02": (4, 8), b"CDF\x05": (8, 8)}
-#: nc_type -> bytes of a value
-_TYPE_SIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 4, 6: 8, 7: 1, 8: 2, 9: 4, 10: 8, 11: 8}
-_DIMENSION, _VARIABLE, _ATTRIBUTE = 0x0A, 0x0B, 0x0C
-
-
-class _HeaderCut(_Unreadable):
-    """The header of a classic NetCDF file runs past the bytes read."""
-
-
-class _Header:
-    """A reader of a classic NetCDF file's header (big-endian, 4-byte aligned)."""
-
-    def __init__(self, data: bytes, count: int, offset: int):
-        self.data, self.at, self.count, self.offset = data, 4, count, offset
-
-    def number(self, size: int) -> int:
-        self.at += size
-        if self.at > len(self.data):
-            raise _HeaderCut(f"truncated within its header ({len(self.data)} bytes read)")
-        return int.from_bytes(self.data[self.at - size : self.at], "big")
-
-    def skip(self, size: int) -> None:
-        self.at += -(-size // 4) * 4
-        if self.at > len(self.data):
-            raise _HeaderCut(f"truncated within its header ({len(self.data)} bytes read)")
-
-    def items(self, tag: int) -> int:
-        found, count = self.number(4), self.number(self.count)
-        if found not in (0, tag) or (found == 0 and count):
-            raise _Unreadable(f"a corrupt header (tag {found:#x} before byte {self.at})")
-        return count
-
-    def name(self) -> None:
-        self.skip(self.number(self.count))
-
-    def attributes(self) -> None:
-        for _ in range(self.items(_ATTRIBUTE)):
-            self.name()
-            kind = self.number(4)
-            self.skip(self.number(self.count) * _TYPE_SIZE.get(kind, 1))
-
-
-def _classic_size(data: bytes) -> int | None:
-    """The bytes a classic NetCDF file's header (data: its first bytes) says the file holds
-    (None: another format, or a streamed file whose header does not tell)."""
-    if data[:4] not in _CLASSIC:
-        return None
-    header = _Header(data, *_CLASSIC[data[:4]])
-    records = header.number(header.count)
-    lengths = []
-    for _ in range(header.items(_DIMENSION)):
-        header.name()
-        lengths.append(header.number(header.count))
-    header.attributes()
-    variables = []  # (begin, bytes of the variable or of one record of it, record variable)
-    for _ in range(header.items(_VARIABLE)):
-        header.name()
-        dims = [header.number(header.count) for _ in range(header.number(header.count))]
-        header.attributes()
-        kind = header.number(4)
-        header.number(header.count)  # vsize: computed below (it saturates for large ones)
-        begin = header.number(header.offset)
-        if any(d >= len(lengths) for d in dims) or kind not in _TYPE_SIZE:
-            raise _Unreadable(f"a corrupt header (variable {len(variables) + 1})")
-        record = bool(dims) and lengths[dims[0]] == 0
-        size = int(numpy.prod([lengths[d] for d in dims[record:]])) * _TYPE_SIZE[kind]
-        variables.append((begin, size, record))
-    if records == (1 << 8 * header.count) - 1:  # streaming: numrecs not written
-        return None
-    return _data_end(header.at, variables, records)
-
-
-def _data_end(header_end: int, variables: list, records: int) -> int:
-    """Where the last variable's data end (libnetcdf's layout: a record holds each record
-    variable padded to 4 bytes, unless there is only one)."""
-    sizes = [size for _, size, record in variables if record]
-    record_size = sum(sizes) if len(sizes) == 1 else sum(-(-s // 4) * 4 for s in sizes)
-    ends = [header_end]
-    for begin, size, record in variables:
-        if not record:
-            ends.append(begin + size)
-        elif records:
-            ends.append(begin + (records - 1) * record_size + size)
-    return max(ends)
-
-
-def _check_size(path: Path) -> None:
-    """A classic NetCDF file cut short reads as zeros (libnetcdf fills in what is missing):
-    refuse one smaller than its header says, or empty."""
-    size = path.stat().st_size
-    if not size:
-        raise _Unreadable("an empty file (0 bytes)")
-    with path.open("rb") as stream:
-        head = stream.read(1 << 20)
-    try:
-        needed = _classic_size(head)
-    except _HeaderCut:
-        if size <= len(head):
-            raise
-        needed = _classic_size(path.read_bytes())  # a header of more than 1 MiB
-    if needed is not None and size < needed:
-        raise _Unreadable(f"truncated: {size} bytes, its header describes {needed}")
-
-
-@dataclass
-class _Variable:
-    handle: netCDF4.Variable
-    dtype: str
-    dimensions: tuple[str, ...]
-    shape: tuple[int, ...]
-    attributes: dict
-
-
-@dataclass
-class _Group:
-    """What one group of a NetCDF file holds (groups nested), its data left in the file."""
-
-    path: str  # "" for the root group, else "name/name"
-    attributes: dict
-    dimensions: dict[str, tuple[int, bool]]  # name -> (size, unlimited)
-    variables: dict[str, _Variable]
-    groups: dict[str, "_Group"]
-
-    def count(self) -> int:
-        return len(self.variables) + sum(g.count() for g in self.groups.values())
-
-
-def _attributes(thing) -> dict:
-    return {name: thing.getncattr(name) for name in thing.ncattrs()}
-
-
-def _group(group, path: str = "") -> _Group:
-    variables = {}
-    for name, variable in group.variables.items():
-        variable.set_auto_maskandscale(False)  # bits, not meanings
-        variable.set_auto_chartostring(False)
-        variables[name] = _Variable(
-            variable, str(variable.dtype), variable.dimensions, variable.shape,
-            _attributes(variable),
-        )  # fmt: skip
-    return _Group(
-        path,
-        _attributes(group),
-        {name: (len(d), d.isunlimited()) for name, d in group.dimensions.items()},
-        variables,
-        {name: _group(g, f"{path}{name}/") for name, g in group.groups.items()},
-    )
-
-
-@contextmanager
-def _open(path: Path) -> Iterator[_Group]:
-    with _reading(path):
-        _check_size(path)
-        data = netCDF4.Dataset(path)
-    try:
-        with _reading(path):
-            tree = _group(data)
-        yield tree
-    finally:
-        data.close()
-
-
 class _Files:
     """The comparison of one NetCDF output of both runs, adding to `comparison`."""
 
@@ -362,7 +177,7 @@ class _Files:
     def differ(self, variable: str | None, what: str) -> None:
         self.comparison.differences.append(Difference(self.name, variable, what))
 
-    def group(self, ga: _Group, gb: _Group) -> None:
+    def group(self, ga: netcdf_read.Group, gb: netcdf_read.Group) -> None:
         where = f"group /{ga.path.rstrip('/')}: " if ga.path else ""
         ignored = IGNORED_ATTRIBUTES if not ga.path else frozenset()
         kind = "attribute" if ga.path else "global attribute"
@@ -392,7 +207,7 @@ class _Files:
             if x != y:
                 self.differ(None, f"{where}dimension {name!r}: {_dim(*x)} vs {_dim(*y)}")
 
-    def variable(self, name: str, va: _Variable, vb: _Variable) -> None:
+    def variable(self, name: str, va: netcdf_read.Variable, vb: netcdf_read.Variable) -> None:
         self.comparison.compared.append(f"{self.name}:{name}")
         self.attributes(name, "attribute", va.attributes, vb.attributes)
         layout_a, layout_b = (va.dtype, va.dimensions, va.shape), (
@@ -405,9 +220,9 @@ class _Files:
                 name, f"type/dimensions/shape {_layout(*layout_a)} vs {_layout(*layout_b)}"
             )
             return
-        with _reading(self.a):
+        with netcdf_read.reading(self.a):
             x = numpy.asarray(va.handle[...])
-        with _reading(self.b):
+        with netcdf_read.reading(self.b):
             y = numpy.asarray(vb.handle[...])
         found = compare_arrays(x, y)
         if found:
@@ -425,7 +240,7 @@ def _layout(dtype: str, dimensions: tuple, shape: tuple) -> str:
 def compare_netcdf(a: Path, b: Path, name: str, comparison: Comparison) -> None:
     """Two NetCDF files, all of them; their variables added to comparison.compared (a file
     without variables in either run is compared but not counted)."""
-    with _open(a) as ta, _open(b) as tb:
+    with netcdf_read.open_tree(a) as ta, netcdf_read.open_tree(b) as tb:
         before = len(comparison.compared)
         _Files(name, a, b, comparison).group(ta, tb)
         if not ta.count() and not tb.count():
