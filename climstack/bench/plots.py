@@ -109,11 +109,12 @@ def summary(rows, path: Path) -> Path:
     points, found = defaultdict(list), []  # mode -> (y, ratio, low, high)
     for index, row in enumerate(rows):
         present = [m for m in modes if row.cells[m].ratio is not None]
+        step = min(0.2, 0.8 / max(len(present), 1))  # a row's modes stay within the row
         for place, mode in enumerate(present):
             c = row.cells[mode]
             low, high = (c.low, c.high) if c.low is not None else (c.ratio, c.ratio)
             points[mode].append(
-                (index + (place - (len(present) - 1) / 2) * 0.2, c.ratio, low, high)
+                (index + (place - (len(present) - 1) / 2) * step, c.ratio, low, high)
             )
             found += [c.ratio, low, high]
     clipped = any(abs(math.log10(v)) > CLIP for v in found)
