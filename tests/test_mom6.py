@@ -86,7 +86,7 @@ def test_a_run_records_the_main_loop_time_and_its_outputs(two_runs):
     stats = (top / "a" / "ocean.stats").read_text().splitlines()
     assert len([line for line in stats if line.strip()[:1].isdigit()]) == 7
     with netCDF4.Dataset(top / "a" / "prog.nc") as prog:
-        assert len(prog.dimensions["Time"]) == 6
+        assert len(prog.dimensions["time"]) == 6
 
 
 def test_two_native_runs_are_bit_identical(two_runs):
