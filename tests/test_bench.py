@@ -7,6 +7,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -161,6 +162,8 @@ def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_
     jobs.mkdir()
     (jobs / "slurm-1001.out").write_text("".join(p.read_text() for p in raw))
     lines = raw[0].read_text().splitlines()
+    # another job's run (the same run again would collide with slurm-1001's: left out)
+    lines[0] = re.sub(r" job=\S+", " job=1002", lines[0])
     garbled_at = next(i for i, line in enumerate(lines) if line.startswith("64 "))
     lines[garbled_at] = "64     0.5x7"
     (jobs / "slurm-1002.out").write_text("\n".join(lines) + "\n")
