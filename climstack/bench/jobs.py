@@ -264,14 +264,8 @@ def _mode_step(site, comparison, benchmark, mode, plans, image_path) -> tuple[li
     made = plans[mode]
     shape = [(component.ntasks, component.nodes, command)]
     runtime = runtimes.get(made.runtime)
-    before, step = launch.job_step(
-        made,
-        runtime,
-        slurm.srun(site),
-        image_path,
-        shape,
-        here=bool(benchmark.case or benchmark.workdir),  # it writes in its directory
-    )
+    here = bool(benchmark.case or benchmark.workdir)  # it writes in its directory
+    before, step = launch.job_step(made, runtime, slurm.srun(site), image_path, shape, here=here)
     return [*enter, *before, step], made.runtime
 
 
