@@ -235,6 +235,17 @@ def tag_of(centre_a, name: str) -> str:
     return f"{name}-{node['version']}-{spec_hash}.spack"
 
 
+def test_two_runs_serve_one_storage_each_with_its_own_credentials(tmp_path):
+    """Two runs of the suite at once (a developer's beside CI's) start registries on the
+    same kept storage: each one's clients get in with its own password. Before, the second
+    wrote its htpasswd over the first's, whose clients then got HTTP 401."""
+    with Registry(tmp_path / "shared") as first, Registry(tmp_path / "shared") as second:
+        assert first.storage == second.storage and first.ca != second.ca
+        assert first.status("/v2/") == 200 and second.status("/v2/") == 200
+        assert first.status("/v2/", password=second.password) == 401
+    assert not list((tmp_path / "shared" / "runs").iterdir())  # no credentials left behind
+
+
 @pytest.fixture
 def own_registry(registry, pushed, tmp_path):
     """A registry of the test's own, holding A's slice pushed signed (a test may spoil it):

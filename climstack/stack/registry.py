@@ -20,7 +20,7 @@ import bcrypt
 import yaml
 
 from climstack.common import process
-from climstack.errors import ClimstackError
+from climstack.errors import ClimstackError, ToolFailure
 
 USERNAME_VARIABLE, PASSWORD_VARIABLE = "CLIMSTACK_OCI_USER", "CLIMSTACK_OCI_TOKEN"
 
@@ -38,17 +38,21 @@ def free_port() -> int:
 
 
 class Registry:
-    """docker-registry under `root` (storage/, its config, certificate and log), started by
-    `with Registry(root) as registry:` and stopped on leaving; the storage is kept."""
+    """docker-registry with its storage under `root` (root/storage, kept), started by `with
+    Registry(root) as registry:` and stopped on leaving. Its certificate, credentials, config
+    and log are this instance's own (root/runs/<pid>-<token>, removed at stop), so that two
+    runs may serve one storage at once (a developer's tests beside CI's) without one's new
+    password refusing the other's clients."""
 
     def __init__(self, root: Path, user: str = "centre-a", port: int | None = None):
         self.root, self.user = root, user
         self.password = secrets.token_urlsafe(18)
         self.port = port or free_port()
         self.host = f"127.0.0.1:{self.port}"
-        self.ca = root / "registry-cert.pem"
+        self.state = root / "runs" / f"{os.getpid()}-{secrets.token_hex(4)}"
+        self.ca = self.state / "registry-cert.pem"
         self.storage = root / "storage"
-        self.log = root / "registry.log"
+        self.log = self.state / "registry.log"
         self._process: process.Popen | None = None
 
     def url(self, repository: str = "climstack/buildcache") -> str:
@@ -68,8 +72,8 @@ class Registry:
             raise ClimstackError(
                 "no `docker-registry` on PATH", fix="apt-get install docker-registry (bin/setup)"
             )
-        self.root.mkdir(parents=True, exist_ok=True)
-        key = self.root / "registry-key.pem"
+        self.state.mkdir(parents=True, exist_ok=True)
+        key = self.state / "registry-key.pem"
         process.run(
             ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"]
             + ["-nodes", "-days", "30", "-subj", "/CN=climstack loopback registry"]
@@ -78,7 +82,7 @@ class Registry:
             "self-signed certificate for the registry",
         )
         hashed = bcrypt.hashpw(self.password.encode(), bcrypt.gensalt(rounds=10)).decode()
-        (self.root / "htpasswd").write_text(f"{self.user}:{hashed}\n")
+        (self.state / "htpasswd").write_text(f"{self.user}:{hashed}\n")
         config = {
             "version": 0.1,
             "log": {"level": "info", "fields": {"service": "registry"}},
@@ -87,9 +91,9 @@ class Registry:
                 "addr": self.host,
                 "tls": {"certificate": str(self.ca), "key": str(key)},
             },
-            "auth": {"htpasswd": {"realm": "climstack", "path": str(self.root / "htpasswd")}},
+            "auth": {"htpasswd": {"realm": "climstack", "path": str(self.state / "htpasswd")}},
         }
-        path = self.root / "config.yml"
+        path = self.state / "config.yml"
         path.write_text(yaml.safe_dump(config))
         return path
 
@@ -103,10 +107,10 @@ class Registry:
             if self.status("/v2/") == 200:
                 return self
             time.sleep(0.2)
+        log = self.log.read_text()[-1500:] if self.log.is_file() else ""
         self.stop()
-        raise ClimstackError(
-            f"docker-registry on {self.host} did not come up; its log {self.log} ends:\n"
-            + self.log.read_text()[-1500:],
+        raise ToolFailure(
+            f"docker-registry on {self.host} did not come up; its log ended:\n{log}",
             fix="another process may hold the port; start it again (a new port is chosen)",
         )
 
@@ -133,6 +137,7 @@ class Registry:
     def stop(self) -> None:
         process.stop(self._process)
         self._process = None
+        shutil.rmtree(self.state, ignore_errors=True)  # the credentials go with the server
 
     def __enter__(self) -> "Registry":
         return self.start()
