@@ -78,7 +78,7 @@ def sized(records: list[Record], title: str, path: Path) -> Path:
 def rates(records: list[Record], title: str, path: Path) -> Path:
     operations = sorted({r.operation for r in records})
     modes = catalogue.ordered({r.mode for r in records})
-    figure, axes = plt.subplots(figsize=(6.4, 4.2))
+    figure, axes = plt.subplots(figsize=(7.6, 4.2))
     width = 0.8 / len(modes)
     for index, mode in enumerate(modes):
         values = [
@@ -96,7 +96,7 @@ def rates(records: list[Record], title: str, path: Path) -> Path:
     axes.set_xticklabels(operations)
     axes.set_ylabel(f"rate ({records[0].unit}), median and range")
     axes.set_title(title)
-    axes.legend()
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")  # off the bars
     return _save(figure, path)
 
 
