@@ -211,10 +211,12 @@ def test_verify_reads_a_sif_built_elsewhere(image, tmp_path):
     assert "org.climstack" not in labels.stdout
     plan_dir = tmp_path / "plan"
     assert climstack("bind", "local", "--out", plan_dir).returncode == 0
-    proc = climstack("verify", PROBE, "--image", foreign, "--plan", plan_dir)
+    proc = climstack("verify", helpers.BASE_PROBE, "--image", foreign, "--plan", plan_dir)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"loader picks libmpi.so.12: {plans.LINKS_DIR}/libmpi.so.12" in proc.stdout
-    assert "image MPI: MPICH 5.0.2   host MPI: MPICH 4.0.2" in proc.stdout
+    assert "image MPI: MPICH 3.4.3   host MPI: MPICH 4.0.2" in proc.stdout
+    newer = climstack("verify", PROBE, "--image", foreign, "--plan", plan_dir)  # on 5.0.2
+    assert newer.returncode == 1 and "of a newer MPICH series than the host's" in newer.stdout
     refused = climstack("verify", "/opt/probe/bin/mpi41", "--image", foreign, "--plan", plan_dir)
     assert refused.returncode == 1 and "MPI_Status_set_source" in refused.stdout
 

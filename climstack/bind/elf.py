@@ -20,6 +20,12 @@ from climstack.errors import ClimstackError
 #: the MPI standard's symbols: C (MPI_Send, PMPI_Send, MPIX_: MPICH extensions) and the
 #: Fortran bindings as gfortran names them (mpi_send_, pmpi_send_)
 MPI_SYMBOL = re.compile(r"^(P?MPIX?_[A-Z]|p?mpix?_[a-z])")
+#: what the Fortran modules and mpif.h bring in beyond the bindings: gfortran's module
+#: procedures and variables (`__mpi_f08_types_MOD_...`, `__mpi_sizeofs_MOD_...`), MPICH's
+#: link constants of mpi_f08 (`MPIR_F08_MPI_IN_PLACE`), and the common blocks that hold
+#: MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE (`mpipriv1_`, `mpiprivc_`, `mpifcmb5_`)
+FORTRAN_SYMBOL = re.compile(r"^(__p?mpi\w*_MOD_|MPIR_F08_)")
+COMMON_BLOCK = re.compile(r"^(mpipriv[0-9a-z]|mpifcmb[0-9a-z]+)_$")
 
 
 @dataclass
@@ -34,18 +40,27 @@ class Elf:
     interpreter: str = ""  # PT_INTERP: set for executables
     imports: set[str] = field(default_factory=set)  # undefined dynamic symbols
     exports: set[str] = field(default_factory=set)  # defined global/weak dynamic symbols
+    objects: set[str] = field(default_factory=set)  # the exports that are data
     version_needs: dict[str, set[str]] = field(default_factory=dict)  # file -> {GLIBC_2.34,...}
     version_defs: set[str] = field(default_factory=set)
 
     def mpi_imports(self) -> set[str]:
-        return {s for s in self.imports if MPI_SYMBOL.match(s)}
+        """The MPI symbols it needs from an MPI library: the undefined ones, and in an
+        executable the MPI data it holds copies of (copy relocations: mpipriv1_,
+        MPIR_F08_MPI_IN_PLACE), which the MPI library must define."""
+        copies = self.objects if self.interpreter else set()
+        return {s for s in self.imports | copies if is_mpi_symbol(s)}
 
     def mpi_exports(self) -> set[str]:
-        return {s for s in self.exports if MPI_SYMBOL.match(s)}
+        return {s for s in self.exports if is_mpi_symbol(s)}
 
     def compatible(self, other: "Elf") -> bool:
         """Could the loader load `other` into this file's process (same class and machine)?"""
         return (self.machine, self.elfclass) == (other.machine, other.elfclass)
+
+
+def is_mpi_symbol(name: str) -> bool:
+    return bool(MPI_SYMBOL.match(name) or FORTRAN_SYMBOL.match(name) or COMMON_BLOCK.match(name))
 
 
 def is_elf(path: Path) -> bool:
@@ -105,6 +120,8 @@ def _symbols(section, info: Elf) -> None:
             "STT_TLS",
         ):
             info.exports.add(symbol.name)
+            if symbol["st_info"]["type"] in ("STT_OBJECT", "STT_COMMON"):
+                info.objects.add(symbol.name)
 
 
 def read(path: Path) -> Elf:

@@ -220,18 +220,31 @@ def closure(
     view: View | None = None,
     ld_library_path: list[str] | None = None,
     stop: set[str] = frozenset(),
+    preload: list[str] = (),
+    main=None,
 ) -> Closure:
     """Breadth-first DT_NEEDED closure of `path` as ld.so would load it in `view`.
 
     glibc's libraries are recorded as skipped (the image provides them); names in `stop`
-    are resolved but not descended into.
+    are resolved but not descended into. `preload`: paths loaded first (ld.so --preload),
+    a DT_NEEDED of their SONAME then satisfied; `main`: how ld.so reads the program
+    (an Elf -> Elf, e.g. its DT_RPATH ignored).
     """
     view = view or View()
     ld_library_path = list(ld_library_path or [])
     top = load(path, view)
+    if main:
+        top.info = main(top.info)
     result = Closure(root=top)
     queue = [(top, list(top.info.rpath) if not top.info.runpath else [])]
     loaded = {top.info.soname or top.name}
+    for early in preload:
+        library = load(early, view)
+        library.how = "preload"
+        library.name = library.info.soname or library.name
+        result.libraries[library.name] = library
+        loaded.add(library.name)
+        queue.append((library, []))
     while queue:
         requester, chain = queue.pop(0)
         for name in requester.info.needed:

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 
 from climstack import inputs, pins
-from climstack.bind import discover, families, loader, plugins
+from climstack.bind import discover, families, loader, plugins, remedy
 from climstack.common import stamp
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
@@ -47,6 +47,7 @@ class Plan:
     providers: list[str] = field(default_factory=list)  # expected (bind.yaml `providers:`)
     families: dict[str, dict] = field(default_factory=dict)  # netcdf, hdf5: run.families
     flavour: str | None = None  # PrgEnv flavour of the host builds (gnu, cray, aocc)
+    rpath_remedy: str = ""  # how an executable's DT_RPATH is overridden (bind.remedy)
     directory: str = ""  # host directory holding plan.json and lib/ (the links)
 
     def mount_points(self) -> list[str]:
@@ -92,11 +93,20 @@ def make_plan(
     runtime: str | None = None,
     with_families: dict[str, str | None] | None = None,
     flavour: str | None = None,
+    rpath_remedy: str | None = None,
 ) -> Plan:
     """The plan for `mode`; `with_families` ({name: prefix or None}) adds host library
-    families to bind.yaml's `families:`, built with the PrgEnv `flavour`."""
+    families to bind.yaml's `families:`, built with the PrgEnv `flavour`; `rpath_remedy`:
+    how executables with a DT_RPATH are run (bind.remedy)."""
     if mode not in MODES:
         raise ClimstackError(f"unknown mode {mode}", fix=f"one of {', '.join(MODES)}")
+    remedy.check_name(rpath_remedy)
+    if rpath_remedy and mode != "bind":
+        raise ClimstackError(
+            f"--rpath-remedy {rpath_remedy} is for bind mode: in {mode} mode the image's "
+            "own MPI runs, which its RPATH finds anyway",
+            fix="drop --rpath-remedy, or use --mode bind",
+        )
     scope = sites.get(site)
     view = view or loader.View()
     config = scope.bind
@@ -105,6 +115,7 @@ def make_plan(
         site=site if isinstance(site, str) else str(scope.path),
         mode=mode,
         runtime=runtime or config["runtime"],
+        rpath_remedy=rpath_remedy or "",
     )
     plan.flavour = families.requested(flavour, config, environ)
     roots, rules = _roots(plan, scope, view, prefix, fabric_prefix, environ, with_families)
@@ -297,12 +308,16 @@ def write(plan: Plan, directory: Path) -> Plan:
     """Write lib/ (the links) and plan.json into `directory`; binds lib/ at LINKS_DIR."""
     directory = directory.resolve()
     plan.directory = str(directory)
-    if plan.links:
-        plan.binds = [b for b in plan.binds if b[1] != LINKS_DIR] + [
-            [str(directory / "lib"), LINKS_DIR]
-        ]
+    ours = {LINKS_DIR: directory / "lib", remedy.REMEDY_DIR: directory / "remedy"}
+    wanted = [LINKS_DIR] if plan.links else []
+    wanted += [remedy.REMEDY_DIR] if plan.rpath_remedy == "runpath" else []
+    plan.binds = [b for b in plan.binds if b[1] not in ours] + [
+        [str(ours[target]), target] for target in wanted
+    ]
 
     directory.mkdir(parents=True, exist_ok=True)
+    if plan.rpath_remedy == "runpath":  # the patched copies, made at launch
+        (directory / "remedy").mkdir(exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".plan.", dir=directory))
     try:  # everything is made beside its place first, then swapped in
         (work / "lib").mkdir()

@@ -12,13 +12,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from climstack.bind import discover, elf, loader
+from climstack.bind import discover, elf, loader, remedy
 from climstack.bind.plan import LINKS_DIR, Plan
 from climstack.check import family_check
+from climstack.cray import mpich_base
 from climstack.common import process
 from climstack.launch import launch, launchers, runtimes
 
 WATCHED = ("libmpi.so.12", "libxpmem.so.0")
+FORTRAN_MPI = discover.ABI_NAMES["libmpifort.so.12"]
+ALL_MPI_NAMES = {name for names in discover.ABI_NAMES.values() for name in names}
 
 
 @dataclass
@@ -30,6 +33,11 @@ class Report:
     picks: dict[str, dict] = field(default_factory=dict)  # WATCHED name -> path, rule, host
     image_mpi: str = ""  # MPICH version of what the image would load without the plan
     host_mpi: str = ""
+    image_base: str = ""  # the ANL MPICH release each side is built on
+    host_base: str = ""
+    glibc: str = ""  # the image's C library
+    remedy: str = ""  # the plan's RPATH remedy, under which the loader was followed
+    remedies: dict[str, str] = field(default_factory=dict)  # name -> "" (applies) or why not
     importers: list[str] = field(default_factory=list)  # files whose MPI imports count
     imported: int = 0
     exported: int = 0
@@ -82,13 +90,21 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
     planned = loader.View(root, {dst: Path(src) for src, dst in plan.binds}) if plan else plain
     path = plan.library_path if plan else []
 
-    report = Report(executable)
+    report = Report(executable, remedy=plan.rpath_remedy if plan else "")
     top, uses_mpi = _read_executable(report, executable, plain, plan)
+    libc = loader.find("libc.so.6", top, [], [], plain)
+    glibc = remedy.glibc_of(libc.info if libc else None)
+    report.glibc = ".".join(map(str, glibc)) if glibc else ""
     own, wanted = _image_side(report, executable, top, plain)
-    planned_closure = _planned_side(report, executable, planned, path)
+    planned_closure = _planned_side(
+        report, executable, planned, path, _under(plan, report.remedy, own)
+    )
     host_libs = []  # the host MPI's libraries and what they load from the plan
     if plan and plan.mode == "bind" and uses_mpi:
         host_libs += _host_mpi(report, plan, planned_closure, planned, wanted)
+        _check_bases(report)
+        _check_fortran(report, plan, own, planned_closure)
+        _check_rpath(report, plan, top, own, planned, path, glibc)
     if plan:
         report.families, found = family_check.check(plan, own, planned_closure)
         report.problems += found
@@ -105,24 +121,29 @@ def _read_executable(report: Report, executable: str, plain: loader.View, plan) 
     """(its ELF as loaded, whether it uses MPI); DT_NEEDED, RPATH and RUNPATH reported."""
     top = loader.load(executable, plain)
     report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
-    uses_mpi = "libmpi.so.12" in top.info.needed or bool(top.info.mpi_imports())
+    names = set(discover.ABI_NAMES["libmpi.so.12"])
+    uses_mpi = bool(names & set(top.info.needed)) or bool(top.info.mpi_imports())
     if not uses_mpi and not (plan and plan.families):  # a serial NetCDF program may bind
         report.problems.append(f"{executable} does not use MPI (no libmpi.so.12 in DT_NEEDED)")
-    if top.info.rpath and not top.info.runpath:
-        report.problems.append(
-            f"DT_RPATH {':'.join(top.info.rpath)}: searched before LD_LIBRARY_PATH, so the "
-            "image's own MPI wins over the bound host MPI (relink with --enable-new-dtags)"
-        )
     return top, uses_mpi
+
+
+def _under(plan: Plan | None, how: str, own: loader.Closure) -> dict:
+    """The loader's arguments for the program run under RPATH remedy `how`."""
+    if not (plan and how):
+        return {}
+    if how == "preload":
+        return {"preload": remedy.preloads(plan, set(own.libraries))}
+    return {"main": lambda info: remedy.as_loaded(how, info)}
 
 
 def _image_side(report: Report, executable: str, top, plain: loader.View) -> tuple:
     """(the closure the image loads without the plan, the MPI symbols it imports that the
     image does not define); the image's MPI and the MPI-using files reported."""
     own = loader.closure(executable, plain)
-    own_mpi = own.libraries.get("libmpi.so.12")
+    own_mpi = _first_of(own, "libmpi.so.12")
     if own_mpi and (version := elf.mpich_version(own_mpi.host)):
-        report.image_mpi = str(version)
+        report.image_mpi, report.image_base = str(version), version.mpich_base
     mpi_files = {lib.real for lib in own.libraries.values() if lib.info.mpi_exports()}
     importers = [top] + [
         lib
@@ -144,10 +165,12 @@ def _first_of(closure: loader.Closure, name: str):
     return next(filter(None, (closure.libraries.get(n) for n in names)), None)
 
 
-def _planned_side(report: Report, executable: str, planned: loader.View, path) -> loader.Closure:
-    """The closure under the plan; the loader's picks, what it misses and the symbol
-    versions the plan's libraries lack, reported."""
-    planned_closure = loader.closure(executable, planned, path)
+def _planned_side(
+    report: Report, executable: str, planned: loader.View, path, under: dict
+) -> loader.Closure:
+    """The closure under the plan (and its RPATH remedy); the loader's picks, what it
+    misses and the symbol versions the plan's libraries lack, reported."""
+    planned_closure = loader.closure(executable, planned, path, **under)
     for name in WATCHED:
         library = _first_of(planned_closure, name)
         if library:
@@ -195,6 +218,7 @@ def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set)
     host = loader.closure(f"{LINKS_DIR}/libmpi.so.12", planned, plan.library_path)
     version = elf.mpich_version(host.root.host)
     report.host_mpi = str(version) if version else plan.mpi.get("version", "")
+    report.host_base = version.mpich_base if version else ""
     exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
     report.exported = len(exports)
     report.missing = sorted(wanted - exports)
@@ -204,6 +228,102 @@ def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set)
             f"imports: {', '.join(report.missing)}"
         )
     return host_libs
+
+
+def _check_bases(report: Report) -> None:
+    """MPICH keeps its ABI backward only: a program built on a newer series may pass
+    handles or datatypes (MPI-4's MPI_ERRORS_ABORT) an older library does not know, with
+    no symbol to catch it. The image's MPICH base must not be newer than the host's."""
+    unknown = [
+        side
+        for side, base in (("the image's", report.image_base), ("the host's", report.host_base))
+        if not base
+    ]
+    if unknown:
+        report.problems.append(
+            f"cannot tell the MPICH base of {' and '.join(unknown)} MPI (no MPICH version "
+            "string in the library): no proof that the executable's MPI is not newer than "
+            "the host's (check the image's `mpichversion` against the host's by hand)"
+        )
+    elif mpich_base.newer_series(report.image_base, report.host_base):
+        report.problems.append(
+            f"the executable's MPI ({report.image_mpi}) is of a newer MPICH series than the "
+            f"host's ({report.host_mpi}): MPICH's ABI holds backward only, so handles and "
+            "datatypes it passes may be unknown to the host library (rebuild the image on "
+            f"an MPICH {mpich_base.series(report.host_base)}.x, the site's pin that "
+            "`climstack containerize` names)"
+        )
+
+
+def _check_fortran(report: Report, plan: Plan, own, planned_closure) -> None:
+    """A Fortran MPI program needs the host's Fortran library (libmpifort.so.12 or
+    libmpichfort.so.12) and one Fortran runtime (libgfortran SONAME) in the process."""
+    needs = [name for name in FORTRAN_MPI if name in own.libraries]
+    if needs and not any(name in plan.links for name in FORTRAN_MPI):
+        report.problems.append(
+            f"the executable needs {needs[0]} (Fortran MPI) but the host MPI has no Fortran "
+            f"library ({' or '.join(FORTRAN_MPI)}): its own would run beside the host's C "
+            "library (bind a host MPI with Fortran bindings)"
+        )
+    runtimes = sorted(
+        {
+            soname
+            for name, lib in planned_closure.libraries.items()
+            if (soname := lib.info.soname or name).startswith("libgfortran.so.")
+        }
+    )
+    if len(runtimes) > 1:
+        report.problems.append(
+            f"two Fortran runtimes would load ({', '.join(runtimes)}): the executable's "
+            "and the host MPI's Fortran library were built by different gfortran releases"
+        )
+
+
+def _rpath_holders(top, own: loader.Closure) -> list[str]:
+    """The files whose DT_RPATH (searched before LD_LIBRARY_PATH) reaches an MPI library."""
+    holders = []
+    for lib in [top, *own.libraries.values()]:
+        if lib.info.rpath and not lib.info.runpath:
+            reaches = [n for n in lib.info.needed if n in ALL_MPI_NAMES]
+            if reaches:
+                holders.append(str(lib.path))
+    return holders
+
+
+def _check_rpath(report, plan, top, own, planned, path, glibc) -> None:
+    """An executable (or a library) whose DT_RPATH reaches its own MPI keeps the host MPI
+    out: name each remedy that would run it on the host MPI, or why it would not."""
+    holders = _rpath_holders(top, own)
+    if not holders:
+        return
+    for how in remedy.REMEDIES:
+        why = remedy.why_not(how, glibc, holders, str(top.path))
+        if not why:
+            trial = loader.closure(str(top.path), planned, path, **_under(plan, how, own))
+            pick = _first_of(trial, "libmpi.so.12")
+            if not pick or pick.path.parent != PurePosixPath(LINKS_DIR):
+                why = f"under it the loader still picks {pick.path if pick else 'no libmpi'}"
+        report.remedies[how] = why
+    applying = [how for how, why in report.remedies.items() if not why]
+    if report.remedy:
+        if report.remedies[report.remedy]:
+            report.problems.append(
+                f"--rpath-remedy {report.remedy} does not apply: {report.remedies[report.remedy]}"
+            )
+        return
+    where = f"DT_RPATH of {', '.join(holders)}"
+    if applying:
+        report.problems.append(
+            f"{where}: searched before LD_LIBRARY_PATH, so the image's own MPI wins over the "
+            f"bound host MPI (relink with --enable-new-dtags, or bind with --rpath-remedy "
+            f"{' | '.join(applying)})"
+        )
+    else:
+        report.problems.append(
+            f"{where}: searched before LD_LIBRARY_PATH, so the image's own MPI wins, and no "
+            "remedy applies (relink with --enable-new-dtags, or run it in hybrid mode with "
+            "its own MPI: `climstack bind SITE --mode hybrid`)"
+        )
 
 
 def _check_glibc(report: Report, host_libs: list, top, plain: loader.View | None) -> None:
@@ -230,6 +350,15 @@ def render(report: Report) -> str:
     for name, pick in report.picks.items():
         lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
     lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
+    if report.glibc:
+        lines.append(f"  image glibc: {report.glibc}")
+    if report.remedies:
+        lines.append(
+            "  RPATH remedies: "
+            + "; ".join(f"{how}: {why or 'applies'}" for how, why in report.remedies.items())
+        )
+    if report.remedy:
+        lines.append(f"  followed under --rpath-remedy {report.remedy}")
     if report.version_missing:
         lines.append(f"  symbol versions missing: {'; '.join(report.version_missing)}")
     lines.append(

@@ -10,10 +10,10 @@ import shutil
 import sys
 from pathlib import Path
 
-from climstack.bind import families, loader, plan
+from climstack.bind import families, loader, plan, remedy
 from climstack.common import process
 from climstack.errors import ClimstackError
-from climstack.launch import runtimes
+from climstack.launch import launch, runtimes
 
 
 def check_arguments(args) -> None:
@@ -55,6 +55,7 @@ def register(commands) -> None:
             runtime=args.runtime,
             with_families=families.parse_with(args.with_families),
             flavour=args.flavour,
+            rpath_remedy=args.rpath_remedy,
         )
         out = (args.out or plan.default_directory(made)).resolve()
         # the renderer's bind syntax is checked before anything is written
@@ -78,7 +79,8 @@ def register(commands) -> None:
         elif args.format == "env":
             print(renderer.exports(made), end="")
         else:
-            argv = runtime.exec_args(made, str(args.image), args.program or ["true"])
+            program = launch.remedied(made, args.image, args.program) if args.program else ["true"]
+            argv = runtime.exec_args(made, str(args.image), program)
             if args.format == "args":
                 print(shlex.join(argv))
             else:
@@ -113,6 +115,13 @@ def register(commands) -> None:
         "--flavour",
         choices=tuple(families.FLAVOURS),
         help="PrgEnv flavour of the host builds (default: bind.yaml, then $PE_ENV)",
+    )
+    sub.add_argument(
+        "--rpath-remedy",
+        choices=remedy.REMEDIES,
+        help="run executables whose DT_RPATH reaches their own MPI through the image's "
+        "ld.so (preload: --preload the host MPI; inhibit: --inhibit-rpath '') or as a "
+        "copy with RUNPATH (runpath); `climstack verify` says which apply",
     )
     sub.add_argument(
         "--root",

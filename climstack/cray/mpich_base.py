@@ -53,15 +53,24 @@ def base_of(cray_mpich: str) -> tuple[str, str]:
     )
 
 
+def series(mpich: str) -> str:
+    """The release series: '3.4a2' -> '3.4', '5.0.2' -> '5.0'."""
+    return ".".join(map(str, release(mpich)[:2]))
+
+
+def newer_series(mpich: str, base: str) -> bool:
+    """Is MPICH `mpich` of a newer series (major.minor) than MPICH `base`?"""
+    return release(mpich)[:2] > release(base)[:2]
+
+
 def check_container_mpich(container_mpich: str, cray_mpich: str, where: str) -> None:
     """Refuse a container MPICH newer (major.minor) than the Cray MPICH base."""
     base, _ = base_of(cray_mpich)
-    series = ".".join(map(str, release(base)[:2]))
-    if release(container_mpich)[:2] > release(base)[:2]:
+    if newer_series(container_mpich, base):
         raise ClimstackError(
             f"{where}: MPICH {container_mpich} is newer than ANL MPICH {base}, the base of the "
             f"site's cray-mpich {cray_mpich}; applications built against it may call MPI "
             f"functions the host library lacks",
-            fix=f"pin the container's MPICH to the {series} series, e.g. "
-            f"`packages: mpich: require: ['@{series}:{series}.99']` in its spack.yaml",
+            fix=f"pin the container's MPICH to the {series(base)} series, e.g. "
+            f"`packages: mpich: require: ['@{series(base)}:{series(base)}.99']` in its spack.yaml",
         )

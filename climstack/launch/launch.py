@@ -4,9 +4,12 @@ line, `launch` runs it, `job_step` writes it into a job script (the plan in the 
 lines before the step, or in its command)."""
 
 import os
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from climstack.bind import loader, remedy
 from climstack.common import process
+from climstack.errors import ClimstackError
+from climstack.launch import sif_image
 from climstack.launch.launchers.base import Launcher
 from climstack.launch.runtimes.base import Runtime
 
@@ -16,7 +19,9 @@ def command(
 ) -> list[str]:
     """The host command line: `argv` in `image` on `ranks` ranks; `join`: ranks of a node
     that may share one container (where the runtime can); `cwd`: where it starts in it."""
-    exec_args = runtime.exec_args(plan, str(image), argv, join=join, cwd=cwd)
+    exec_args = runtime.exec_args(
+        plan, str(image), remedied(plan, image, argv), join=join, cwd=cwd
+    )
     return [*launcher.argv(ranks), *exec_args]
 
 
@@ -57,7 +62,27 @@ def job_step(plan, runtime: Runtime, launcher: Launcher, image: str, components,
     before, parts = [], []
     for index, (ranks, nodes, argv) in enumerate(components):
         # `here` only when asked: a plug-in written before it still emits the other jobs
+        argv = remedied(plan, image, argv)
         lines, rank = runtime.job_lines(plan, image, argv, **({"here": True} if here else {}))
         before += lines if index == 0 else []
         parts.append((launcher.argv(ranks, nodes, het_group=index if het else None), rank))
     return before, launcher.step(parts)
+
+
+def remedied(plan, image, argv: list[str]) -> list[str]:
+    """`argv` as the plan's RPATH remedy runs it (bind.remedy): through the image's ld.so,
+    or the patched copy; the executable is read from the image."""
+    if not getattr(plan, "rpath_remedy", ""):
+        return argv
+    if not PurePosixPath(argv[0]).is_absolute():
+        raise ClimstackError(
+            f"--rpath-remedy {plan.rpath_remedy} runs {argv[0]} through the image's ld.so, "
+            "which needs its path",
+            fix=f"give the path of {argv[0]} inside the image",
+        )
+    with sif_image.files(Path(image)) as tree:
+        closure = loader.closure(argv[0], loader.View(tree))
+        interpreter = closure.root.info.interpreter or remedy.DEFAULT_INTERPRETER
+        if plan.rpath_remedy == "runpath":
+            argv = [remedy.patched_copy(plan, tree, argv[0]), *argv[1:]]
+    return remedy.wrap(plan, argv, set(closure.libraries), interpreter)

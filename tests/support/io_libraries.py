@@ -145,8 +145,8 @@ def netcdf_image() -> Path:
             nc_writer, h5_writer = Path(tmp) / "nc_writer.c", Path(tmp) / "h5_writer.c"
             nc_writer.write_text(NC_WRITER_SOURCE)
             h5_writer.write_text(H5_WRITER_SOURCE)
-            own = programs.mpich(programs.IMAGE_MPI)
-            lib = f"{programs.IMAGE_PREFIX}/lib"
+            own = programs.mpich(programs.BASE_MPI)  # no newer than any host MPI here
+            lib = f"{programs.BASE_PREFIX}/lib"
             programs.build_program(
                 own, nc_writer, bindir / "nc-writer", lib, libraries=("-lnetcdf",)
             )

@@ -156,6 +156,11 @@ MPI41F_SOURCE = """      program mpi41f
 
 IMAGE_MPI = "5.0.2"  # the image's own MPI (what the applications are built against)
 IMAGE_PREFIX = f"/opt/mpich-{IMAGE_MPI}"
+#: a second MPI in the image, of the Cray MPICH 8.1 base's series: a program built on it
+#: may swap in any host MPI here (MPICH 3.4 and 4.0); one built on 5.0.2 may not
+BASE_MPI = "3.4.3"
+BASE_PREFIX = f"/opt/mpich-{BASE_MPI}"
+BASE_PROBE = "/opt/probe/bin/mpi-probe-343"
 
 
 def build_program(
@@ -240,6 +245,7 @@ def probe_image_key() -> str:
         MPI3F_SOURCE,
         MPI41F_SOURCE,
         IMAGE_MPI,
+        BASE_MPI,
         *map(str, WHEELS.values()),
         f"gfortran: {bool(shutil.which('gfortran'))}",  # decides whether mpi3f/mpi41f exist
         length=10,
@@ -247,19 +253,21 @@ def probe_image_key() -> str:
 
 
 def probe_image() -> Path:
-    """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and, in /opt/probe/bin,
-    mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 and Intel's IMB-MPI1."""
+    """The base image plus the image's MPICH 5.0.2 at IMAGE_PREFIX and 3.4.3 at BASE_PREFIX
+    and, in /opt/probe/bin, mpi-probe (RUNPATH), mpi-probe-rpath (RPATH), mpi4, mpi41 (all
+    on 5.0.2), mpi-probe-343 (on 3.4.3) and Intel's IMB-MPI1."""
     final = pins.cache_dir() / "images" / f"bind-probe-{probe_image_key()}"
 
     def fill(work: Path):
         subprocess.run(["cp", "-a", f"{base_image()}/.", str(work)], check=True)
-        own = mpich(IMAGE_MPI)
-        shutil.copytree(
-            own.lib,
-            work / IMAGE_PREFIX.lstrip("/") / "lib",
-            symlinks=True,
-            ignore=shutil.ignore_patterns("python*"),
-        )
+        own, base = mpich(IMAGE_MPI), mpich(BASE_MPI)
+        for mpi, prefix in ((own, IMAGE_PREFIX), (base, BASE_PREFIX)):
+            shutil.copytree(
+                mpi.lib,
+                work / prefix.lstrip("/") / "lib",
+                symlinks=True,
+                ignore=shutil.ignore_patterns("python*"),
+            )
         bindir = work / "opt/probe/bin"
         with tempfile.TemporaryDirectory() as tmp:
             sources = {"mpi4": Path(tmp) / "mpi4.c", "mpi41": Path(tmp) / "mpi41.c"}
@@ -270,10 +278,14 @@ def probe_image() -> Path:
             build_program(own, PROBE_SOURCE, bindir / "mpi-probe-rpath", lib, runpath=False)
             for name, source in sources.items():
                 build_program(own, source, bindir / name, lib)
+            build_program(base, PROBE_SOURCE, bindir / "mpi-probe-343", f"{BASE_PREFIX}/lib")
         shutil.copy2(impi().bin / "IMB-MPI1", bindir / "IMB-MPI1")  # NEEDED libmpi.so.12 only
         if shutil.which("gfortran"):
             for name, text in (("mpi3f", MPI3F_SOURCE), ("mpi41f", MPI41F_SOURCE)):
                 build_fortran(text, bindir / name)
+            (work / "opt/impi/lib").mkdir(parents=True)  # their own MPI: Intel's
+            for name in ("libmpi.so.12", "libmpifort.so.12"):
+                shutil.copy2(impi().lib / name, work / "opt/impi/lib" / name)
 
     if not final.is_dir():  # inputs changed: the old images are stale
         for stale in final.parent.glob("bind-probe-*"):
