@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import slurm_cluster
 from conftest import cpus_alone
-from support import cray_tree
+from support import cray_tree, foreign_image
 from support import programs as helpers
 
 from climstack import pins
@@ -280,3 +280,19 @@ def test_a_timed_out_job_is_cancelled(cluster, tmp_path):
     with pytest.raises(subprocess.TimeoutExpired):
         cluster.sbatch_wait(script, timeout=5)
     assert cluster.run("squeue", "-h", "-o", "%i").stdout.strip() == ""
+
+
+def test_an_rpath_remedy_carries_into_the_job_step(cluster, image, tmp_path):
+    """The foreign image's RPATH'd probe (tests/test_rpath_remedies.py) in a Slurm step on
+    two nodes: the script runs it through the image's ld.so with the host MPI preloaded."""
+    foreign = tmp_path / "foreign"
+    subprocess.run(["cp", "-al", str(foreign_image.foreign_image()), str(foreign)], check=True)
+    made = plans.make_plan("local", environ={}, rpath_remedy="preload")
+    plan = plans.write(made, tmp_path / "preload")
+    plans.prepare_image(plan, foreign)
+    step = [slurm.Component(2, 2, ["/opt/foreign/bin/probe-rpath"])]
+    text = slurm.script("local", plan, str(foreign), step)
+    assert f"/lib64/ld-linux-x86-64.so.2 --preload {plans.LINKS_DIR}/libmpich.so.12" in text
+    code, output = submit(cluster, text, tmp_path, "remedy")
+    assert code == 0, output
+    assert f"loaded: {plans.LINKS_DIR}/libmpich.so.12" in output and "ranks: 2" in output

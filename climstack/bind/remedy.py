@@ -76,7 +76,7 @@ def preloads(plan, needed: set[str]) -> list[str]:
     loads under any of their names: libmpi, and libmpifort only for Fortran programs."""
     links = plan.library_path[0]
     return [
-        f"{links}/{abi}"
+        f"{links}/{next((n for n in names if n in needed), abi)}"  # as the program spells it
         for abi, names in discover.ABI_NAMES.items()
         if abi in plan.links and (abi == "libmpi.so.12" or needed & set(names))
     ]

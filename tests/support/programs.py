@@ -215,6 +215,7 @@ def build_fortran(text: str, output: Path) -> Path:
                 str(output),
                 str(source),
                 f"-L{impi().lib}",
+                "-Wl,--no-as-needed",  # libmpi.so.12 NEEDED too: the image's MPI is readable
                 "-lmpifort",
                 "-lmpi",
                 "-Wl,--enable-new-dtags",
