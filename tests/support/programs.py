@@ -238,8 +238,10 @@ def base_image() -> Path:
 
 
 def probe_image_key() -> str:
-    """Digest of every input of the probe image, gfortran's presence included."""
+    """Digest of every input of the probe image (this module's build steps too),
+    gfortran's presence included."""
     return stamp.digest(
+        Path(__file__).read_text(),
         PROBE_SOURCE,
         MPI4_SOURCE,
         MPI41_SOURCE,
