@@ -127,14 +127,14 @@ def test_apptainer_job_written_by_the_cli(cluster, image, tmp_path):
             "--output",
             job,
             "--command",
-            PROBE,
+            helpers.BASE_PROBE,
         ],
     ):
         proc = subprocess.run([tool, *map(str, args)], capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     text = job.read_text()
     assert "export APPTAINER_BIND=" in text
-    assert f"--ntasks=2 {apptainer.on_this_machine()} exec {image} {PROBE}" in text
+    assert f"--ntasks=2 {apptainer.on_this_machine()} exec {image} {helpers.BASE_PROBE}" in text
     code, output = cluster.sbatch_wait(job)
     assert code == 0, output
     assert "library: MPICH Version:\t4.0.2" in output and "ranks: 2" in output
@@ -215,9 +215,9 @@ def test_cli_preflight_refuses_an_executable_the_host_cannot_run(image, tmp_path
             "--output",
             str(tmp_path / "job.sh"),
             "--component",
-            f"1x1 {PROBE}",
+            f"1x1 {helpers.BASE_PROBE}",
             "--component",
-            f"1x1 {PROBE}",
+            f"1x1 {helpers.BASE_PROBE}",
         ],
         capture_output=True,
         text=True,
@@ -227,7 +227,7 @@ def test_cli_preflight_refuses_an_executable_the_host_cannot_run(image, tmp_path
     assert os.access(job, os.X_OK) and written.stdout == f"wrote {job}\n"
     text = job.read_text()
     assert text.startswith("#!/bin/bash\n") and text.count("#SBATCH hetjob") == 1
-    assert "#SBATCH --export=ALL" in text and text.count(f" -- {PROBE}") == 2
+    assert "#SBATCH --export=ALL" in text and text.count(f" -- {helpers.BASE_PROBE}") == 2
     assert "--het-group=0" in text and "\n  : --mpi=pmi2" in text and "--het-group=1" in text
     assert f"--bind={plan.directory}/lib:{plans.LINKS_DIR}" in text  # the plan, on ch-run
     syntax = subprocess.run(["bash", "-n", str(job)], capture_output=True, text=True)
