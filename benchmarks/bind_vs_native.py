@@ -22,6 +22,8 @@ from climstack.launch import runtimes
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 from support import programs as helpers  # noqa: E402
 
+CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
+
 IMB = ["PingPong", "Allgather", "-msglog", "0:16", "-iter", "2000", "-time", "2", "-npmin", "2"]
 COLUMN = {"PingPong": "t[usec]", "Allgather": "t_avg[usec]"}
 
@@ -52,7 +54,7 @@ def main(repeat: int = 5) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         image = helpers.probe_image_copy(Path(tmp))
         plan = plans.write(plans.make_plan("local", environ={}), Path(tmp) / "plan")
-        plans.prepare_image(plan, image)
+        CHARLIECLOUD.prepare_image(plan, image)
         launcher = ["mpiexec", "-n", "2"]
         env = {**os.environ, "USER": os.environ.get("USER") or "root"}
         # native: the same swap without a container (the plan's links dir, on the host)

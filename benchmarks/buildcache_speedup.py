@@ -30,6 +30,7 @@ import yaml
 
 from climstack.image import base_image
 from climstack.launch import oci_images
+from climstack.launch.runtimes import apptainer
 from climstack.stack import bench_sources
 from climstack.stack import buildcache as bc
 from climstack.stack import debian_sources as ds
@@ -195,7 +196,7 @@ def images(work: Path, registry: Registry, env: Path, a: Centre) -> None:
     print(f"{'  image directory':<42} {size(image_dir):>8}")
     _, sif = timed(
         "apptainer pull of mpi-probe's image",
-        lambda: oci_images.pull_apptainer(ref, work / "probe.sif"),
+        lambda: oci_images.pull_apptainer(apptainer.on_this_machine(), ref, work / "probe.sif"),
     )
     print(f"{'  SIF':<42} {size(sif):>8}")
 

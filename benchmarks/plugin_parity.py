@@ -28,6 +28,8 @@ from climstack.launch import runtimes
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
 from support import programs as helpers  # noqa: E402
 
+CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
+
 PROBE = "/opt/probe/bin/mpi-probe"
 IMB = ["PingPong", "-msglog", "3:20", "-iter", "1000", "-time", "2"]
 SIZES = (8, 1 << 20)
@@ -35,7 +37,7 @@ SIZES = (8, 1 << 20)
 
 def plan_for(prefix, image, directory) -> plans.Plan:
     plan = plans.write(plans.make_plan("local", prefix=prefix, environ={}), directory)
-    plans.prepare_image(plan, image)
+    CHARLIECLOUD.prepare_image(plan, image)
     return plan
 
 

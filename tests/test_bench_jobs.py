@@ -209,7 +209,7 @@ def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
     "default") is refused naming the key and the values it takes."""
     site = tmp_path / "site" / "minimal"
     shutil.copytree(PROJECT_ROOT / "site" / "local", site)
-    (site / "bind.yaml").write_text("runtime: apptainer\nlustre: {path: /scratch}\n")
+    (site / "bind.yaml").write_text("format: 1\nruntime: apptainer\nlustre: {path: /scratch}\n")
     lustre = sites.get(str(site)).bind["lustre"]
     assert lustre == {
         "path": "/scratch",
@@ -219,7 +219,9 @@ def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
     assert jobs.stripe_settings(lustre)[:2] == [(1, "1M"), (4, "1M")]
     bad = tmp_path / "site" / "bad"
     shutil.copytree(PROJECT_ROOT / "site" / "local", bad)
-    (bad / "bind.yaml").write_text("runtime: apptainer\nlustre: {path: /s, stripe_counts: [0]}\n")
+    (bad / "bind.yaml").write_text(
+        "format: 1\nruntime: apptainer\nlustre: {path: /s, stripe_counts: [0]}\n"
+    )
     with pytest.raises(ClimstackError) as refused:
         sites.get(str(bad)).bind
     assert "lustre.stripe_counts.0" in refused.value.message

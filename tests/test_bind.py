@@ -21,6 +21,8 @@ from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack.stack import containers
 
+CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
+
 # --- discovery on a synthetic Cray PE tree, and bad input --------------------------------
 
 
@@ -196,7 +198,7 @@ def test_exec_names_missing_mount_points_in_a_charliecloud_image(tmp_path):
     plan = plans.write(plans.make_plan("local", environ={}), tmp_path / "plan")
     with pytest.raises(ClimstackError, match="lacks the mount points .*/opt/climstack/bind/lib"):
         runtimes.get("charliecloud").check_image(plan, image)
-    plans.prepare_image(plan, image)
+    CHARLIECLOUD.prepare_image(plan, image)
     runtimes.get("charliecloud").check_image(plan, image)
 
 

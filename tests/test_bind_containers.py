@@ -18,13 +18,15 @@ from climstack.check import verify
 from climstack.launch import runtimes
 from climstack.launch.runtimes import apptainer
 
+CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
+
 PROBE = "/opt/probe/bin/mpi-probe"
 CHARLIECLOUD, APPTAINER = runtimes.get("charliecloud"), runtimes.get("apptainer")
 
 
 def ready(plan: plans.Plan, image: Path, directory: Path) -> plans.Plan:
     plan = plans.write(plan, directory)
-    plans.prepare_image(plan, image)
+    CHARLIECLOUD.prepare_image(plan, image)
     return plan
 
 

@@ -52,6 +52,8 @@ CASES = {
             ("wrong type", replace("binds: []", "binds: 5"), "binds: 5 is a int, expected array"),
             ("unknown key", lambda t: t + "\nbindz: []\n", "'bindz' was unexpected"),
             ("missing key", replace("runtime: charliecloud", "#"), "'runtime' is a required"),
+            ("old format", replace("format: 1 ", "#"), "'format' is a required"),
+            ("unknown format", replace("format: 1 ", "format: 2 "), "1 was expected"),
             ("bad syntax", lambda t: t + "\nenv: {a: [\n", "is not valid YAML at line"),
             (*EMPTY[:2], "is empty"),
             DIRECTORY,
@@ -104,6 +106,8 @@ CASES = {
             ("wrong type", json_edit(lambda d: d.update(binds=5)), "binds: 5 is a int"),
             ("unknown key", json_edit(lambda d: d.update(bindz=[])), "'bindz' was unexpected"),
             ("missing key", json_edit(lambda d: d.pop("mode")), "'mode' is a required"),
+            ("old format", json_edit(lambda d: d.pop("format")), "'format' is a required"),
+            ("unknown format", json_edit(lambda d: d.update(format=2)), "1 was expected"),
             ("bad syntax", lambda t: t[:-3], "is not valid JSON at line"),
             (*EMPTY[:2], "is not valid JSON at line 1"),
             DIRECTORY,
@@ -203,6 +207,6 @@ def test_bind_yaml_defaults_are_filled_from_the_schema(tmp_path):
 
     site = tmp_path / "site" / "minimal"
     shutil.copytree(PROJECT_ROOT / "site" / "local", site)
-    (site / "bind.yaml").write_text("runtime: apptainer\n")
+    (site / "bind.yaml").write_text("format: 1\nruntime: apptainer\n")
     config = sites.get(str(site)).bind
     assert config["binds"] == [] and config["env"] == {} and config["slurm"]["mpi"] == "pmi2"

@@ -14,6 +14,8 @@ from climstack.bind import remedy
 from climstack.check import verify
 from climstack.launch import launch, launchers, runtimes
 
+CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
+
 C_PROBE = "/opt/foreign/bin/probe-rpath"
 FORTRAN = "/opt/foreign/bin/fortran-rpath"
 HOST_MPICH = f"{planner.LINKS_DIR}/libmpich.so.12"
@@ -30,7 +32,7 @@ def foreign(image, tmp_path_factory):  # `image`: skips without Charliecloud
 def plan_for(how, image, tmp_path, runtime=None):
     made = planner.make_plan("local", environ={}, rpath_remedy=how, runtime=runtime)
     made = planner.write(made, tmp_path / f"plan-{how}")
-    planner.prepare_image(made, image)
+    CHARLIECLOUD.prepare_image(made, image)
     return made
 
 

@@ -16,7 +16,10 @@ from climstack.bind import loader
 from climstack.bind import plan as plans
 from climstack.errors import ClimstackError
 from climstack.jobs import slurm
+from climstack.launch import runtimes
 from climstack.launch.runtimes import apptainer
+
+CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 
 PROBE = "/opt/probe/bin/mpi-probe"
 
@@ -37,7 +40,7 @@ def cluster(tmp_path_factory):
 
 def plan_for(mode, image, tmp_path):
     plan = plans.write(plans.make_plan("local", mode=mode, environ={}), tmp_path / mode)
-    plans.prepare_image(plan, image)
+    CHARLIECLOUD.prepare_image(plan, image)
     return plan
 
 
@@ -289,7 +292,7 @@ def test_an_rpath_remedy_carries_into_the_job_step(cluster, image, tmp_path):
     subprocess.run(["cp", "-al", str(foreign_image.foreign_image()), str(foreign)], check=True)
     made = plans.make_plan("local", environ={}, rpath_remedy="preload")
     plan = plans.write(made, tmp_path / "preload")
-    plans.prepare_image(plan, foreign)
+    CHARLIECLOUD.prepare_image(plan, foreign)
     step = [slurm.Component(2, 2, ["/opt/foreign/bin/probe-rpath"])]
     text = slurm.script("local", plan, str(foreign), step)
     assert f"/lib64/ld-linux-x86-64.so.2 --preload {plans.LINKS_DIR}/libmpich.so.12" in text

@@ -14,6 +14,9 @@ from climstack import pins
 from climstack.bind import elf, loader
 from climstack.bind import plan as planner
 from climstack.check import verify
+from climstack.launch import runtimes
+
+CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 
 #: tests that use the probe image skip through its fixture (conftest.image) without
 #: Charliecloud; those reading ELF files or a synthetic tree run anyway
@@ -28,7 +31,7 @@ def plans(image, tmp_path_factory):
     for name, prefix in (("debian", None), ("mpich-3.4.3", helpers.mpich("3.4.3").prefix)):
         plan = planner.make_plan("local", prefix=prefix and str(prefix), environ={})
         made[name] = planner.write(plan, tmp_path_factory.mktemp(name))
-        planner.prepare_image(made[name], image)
+        CHARLIECLOUD.prepare_image(made[name], image)
     return made
 
 
@@ -81,7 +84,7 @@ def test_host_mpi_needing_a_newer_glibc_is_refused_and_fails_as_predicted(image,
     our Debian 12 image (glibc 2.36): verify names the versions, and ld.so agrees."""
     view = loader.View(helpers.newer_glibc_host())
     plan = planner.write(planner.make_plan("local", view=view, environ={}), tmp_path)
-    planner.prepare_image(plan, image)
+    CHARLIECLOUD.prepare_image(plan, image)
     report = verify.check(f"{BIN}/mpi-probe", plan, image)
     assert not report.ok and "GLIBC_2.38" in report.glibc_missing
     assert f"need {', '.join(report.glibc_missing)} from the image's C library" in verify.render(

@@ -315,7 +315,7 @@ def emit(
     plans, failed = make_plans(site, out, root, wanted)
     if Path(image_path).is_dir():  # Charliecloud cannot create mount points itself
         for made in plans.values():
-            plan.prepare_image(made, Path(image_path))
+            runtimes.get("charliecloud").prepare_image(made, Path(image_path))
     written = []
     for comparison in seeds:
         reasons = {m: failed[m] for m in comparison.modes if m in failed}

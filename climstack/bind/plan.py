@@ -27,13 +27,33 @@ HOST_SIDE = "/opt/climstack/host"
 SYSTEM_TOPS = {"usr", "lib", "lib64", "lib32", "bin", "sbin", "etc"}
 
 
+#: the plan.json format this climstack writes and reads
+FORMAT = 1
+
+
+def _described(text: str, **schema) -> dict:
+    return {"schema": {"description": text, **schema}}
+
+
 @dataclass
 class Plan:
     site: str
-    mode: str
-    runtime: str
+    mode: str = field(metadata=_described("bind, hybrid or fabric", enum=list(MODES)))
+    runtime: str = field(
+        metadata=_described("a module of climstack/launch/runtimes", pattern="^[a-z][a-z0-9_-]*$")
+    )
+    format: int = field(
+        default=FORMAT,
+        metadata={"required": True, **_described(f"the plan format ({FORMAT})", const=FORMAT)},
+    )
     mpi: dict = field(default_factory=dict)  # source, version, libraries
-    binds: list[list[str]] = field(default_factory=list)  # [host path, container path]
+    binds: list[list[str]] = field(
+        default_factory=list,
+        metadata=_described(
+            "[host path, container path] pairs",
+            items={"minItems": 2, "maxItems": 2, "type": "array", "items": {"type": "string"}},
+        ),
+    )
     links: dict[str, str] = field(default_factory=dict)  # name in LINKS_DIR -> container path
     library_path: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
@@ -47,7 +67,9 @@ class Plan:
     providers: list[str] = field(default_factory=list)  # expected (bind.yaml `providers:`)
     families: dict[str, dict] = field(default_factory=dict)  # netcdf, hdf5: run.families
     flavour: str | None = None  # PrgEnv flavour of the host builds (gnu, cray, aocc)
-    rpath_remedy: str = ""  # how an executable's DT_RPATH is overridden (bind.remedy)
+    rpath_remedy: str = field(  # how an executable's DT_RPATH is overridden (bind.remedy)
+        default="", metadata={"schema": {"enum": ["", *remedy.REMEDIES]}}
+    )
     directory: str = ""  # host directory holding plan.json and lib/ (the links)
 
     def mount_points(self) -> list[str]:
@@ -68,8 +90,13 @@ class Plan:
     def load(cls, path: Path) -> "Plan":
         file = path / "plan.json" if path.is_dir() else path
         fix = "write it again with `climstack bind <site> --out DIR`, then pass DIR"
-        data = inputs.load_json(file, "plan", fix)
+        data = inputs.load_json(file, SCHEMA, fix)
         return cls(**data)
+
+
+SCHEMA = inputs.schema_of(
+    Plan, "plan.json, written by `climstack bind`, read by `verify` and `slurm`"
+)
 
 
 def container_path(host_dir: PurePosixPath) -> str:
@@ -338,19 +365,3 @@ def default_directory(plan: Plan) -> Path:
         pins.cache_dir() / "bind" / f"{Path(plan.site).name}-{plan.mode}-"
         f"{stamp.digest(plan.to_json(), length=10)}"
     )
-
-
-def prepare_image(plan: Plan, image: Path) -> list[str]:
-    """Create the bind mount points in a Charliecloud image directory (ch-run cannot)."""
-    made = []
-    for target in plan.mount_points():
-        point = image / target.lstrip("/")
-        source = next(src for src, dst in plan.binds if dst == target)
-        if not os.path.lexists(point):
-            if Path(source).is_dir():
-                point.mkdir(parents=True, exist_ok=True)
-            else:
-                point.parent.mkdir(parents=True, exist_ok=True)
-                point.touch()
-            made.append(target)
-    return made

@@ -72,7 +72,7 @@ def register(commands) -> None:
         for warning in made.warnings:
             print(f"climstack bind: warning: {warning}", file=sys.stderr)
         if args.prepare_image:
-            points = plan.prepare_image(made, args.prepare_image)
+            points = runtimes.get("charliecloud").prepare_image(made, args.prepare_image)
             print(f"# created {len(points)} mount points in {args.prepare_image}", file=sys.stderr)
         if args.format == "json":
             print(made.to_json())

@@ -3,8 +3,11 @@ that also fills in defaults. Bad input becomes one ClimstackError naming the fil
 key path, what was expected and the fix, never a traceback."""
 
 import copy
+import dataclasses
 import functools
 import json
+import types
+import typing
 from pathlib import Path
 
 import jsonschema
@@ -93,11 +96,59 @@ def _with_defaults(validator_class):
 DefaultFillingValidator = _with_defaults(jsonschema.Draft202012Validator)
 
 
-def validate(data, schema_name: str, path: Path, fix: str):
-    """Validate `data` read from `path`, filling defaults; return it."""
+_JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _json_schema(hint) -> dict:
+    """The JSON Schema of a type hint: str, int, list[X], dict[str, X], X | None."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint in _JSON_TYPES:
+        return {"type": _JSON_TYPES[hint]}
+    if origin in (typing.Union, types.UnionType):
+        return {
+            "anyOf": [_json_schema(a) if a is not type(None) else {"type": "null"} for a in args]
+        }
+    if origin is list or hint is list:
+        return {"type": "array", **({"items": _json_schema(args[0])} if args else {})}
+    if origin is dict or hint is dict:
+        return {
+            "type": "object",
+            **({"additionalProperties": _json_schema(args[1])} if args else {}),
+        }
+    raise TypeError(f"no JSON Schema for {hint!r}")
+
+
+def schema_of(cls, title: str) -> dict:
+    """The JSON Schema of a dataclass, declared by it alone: each field's type hint, its
+    `metadata["schema"]` (enum, const, pattern, description) on top; required: the fields
+    without a default, and those whose metadata says `required`."""
+    hints = typing.get_type_hints(cls)
+    fields = dataclasses.fields(cls)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": title,
+        "type": "object",
+        "additionalProperties": False,
+        "required": [
+            f.name
+            for f in fields
+            if f.metadata.get("required")
+            or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+        ],
+        "properties": {
+            f.name: {**_json_schema(hints[f.name]), **f.metadata.get("schema", {})} for f in fields
+        },
+    }
+
+
+def validate(data, schema_name: "str | dict", path: Path, fix: str):
+    """Validate `data` read from `path` against schemas/<schema_name>.json (or a schema
+    itself), filling defaults; return it."""
     if data is None:
         raise ClimstackError(f"{path} is empty", fix=fix)
-    validator = DefaultFillingValidator(schema(schema_name))
+    validator = DefaultFillingValidator(
+        schema(schema_name) if isinstance(schema_name, str) else schema_name
+    )
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
         what, expected = _describe(error)
@@ -112,5 +163,5 @@ def load_yaml(path: Path, schema_name: str, fix: str):
     return validate(parse_yaml(path, fix), schema_name, path, fix)
 
 
-def load_json(path: Path, schema_name: str, fix: str):
+def load_json(path: Path, schema_name: "str | dict", fix: str):
     return validate(parse_json(path, fix), schema_name, path, fix)

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from climstack.common import process, progress
 from climstack.errors import ClimstackError
-from climstack.launch.runtimes import apptainer
 from climstack.stack.registry import credentials
 
 
@@ -64,13 +63,13 @@ def charliecloud_image_dir(storage: Path, reference: str) -> Path:
     return storage / "img" / local_name(reference).replace("/", "%").replace(":", "+")
 
 
-def pull_apptainer(reference: str, sif: Path) -> Path:
-    """`apptainer pull` the image into a SIF."""
+def pull_apptainer(apptainer: str, reference: str, sif: Path) -> Path:
+    """`apptainer pull` (the command `apptainer`) the image into a SIF."""
     env = _environ("APPTAINER_DOCKER_USERNAME", "APPTAINER_DOCKER_PASSWORD")
     sif.unlink(missing_ok=True)
     with progress.step(f"apptainer pull docker://{reference}"):
         process.run(
-            [apptainer.on_this_machine(), "pull", sif, f"docker://{reference}"],
+            [apptainer, "pull", sif, f"docker://{reference}"],
             f"apptainer pull docker://{reference}",
             env=env,
             timeout=1800,

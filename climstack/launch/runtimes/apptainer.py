@@ -82,4 +82,5 @@ class Apptainer(Runtime):
         """`apptainer pull docker://` into a SIF named after the tag."""
         from climstack.launch import oci_images  # the registry client, only when pulling
 
-        return oci_images.pull_apptainer(reference, work / (reference.rsplit(":", 1)[-1] + ".sif"))
+        sif = work / (reference.rsplit(":", 1)[-1] + ".sif")
+        return oci_images.pull_apptainer(on_this_machine(), reference, sif)

@@ -5,7 +5,6 @@ import shlex
 import uuid
 from pathlib import Path
 
-from climstack.bind import plan as plans
 from climstack.errors import ClimstackError
 from climstack.launch.runtimes.apptainer import Apptainer
 from climstack.launch.runtimes.base import Runtime
@@ -67,8 +66,20 @@ class Charliecloud(Runtime):
             )
 
     def prepare_image(self, plan, image: Path) -> list[str]:
-        """The mount points, as empty directories and files (ch-run cannot create them)."""
-        return plans.prepare_image(plan, image)
+        """The mount points, as empty directories and files (ch-run cannot create them,
+        as ch-fromhost would); those made."""
+        made = []
+        for target in plan.mount_points():
+            point = image / target.lstrip("/")
+            source = next(src for src, dst in plan.binds if dst == target)
+            if not os.path.lexists(point):
+                if Path(source).is_dir():
+                    point.mkdir(parents=True, exist_ok=True)
+                else:
+                    point.parent.mkdir(parents=True, exist_ok=True)
+                    point.touch()
+                made.append(target)
+        return made
 
     def pull(self, reference: str, work: Path) -> Path:
         """`ch-image pull` into a storage under `work`; the image directory."""
