@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from climstack.bind import plan as plans
+from climstack.inputs import sites
 from climstack.launch import runtimes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
@@ -53,7 +54,7 @@ def run(argv: list[str], env: dict) -> dict[str, dict[int, float]]:
 def main(repeat: int = 5) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         image = helpers.probe_image_copy(Path(tmp))
-        plan = plans.write(plans.make_plan("local", environ={}), Path(tmp) / "plan")
+        plan = plans.write(plans.make_plan(sites.get("local"), environ={}), Path(tmp) / "plan")
         CHARLIECLOUD.prepare_image(plan, image)
         launcher = ["mpiexec", "-n", "2"]
         env = {**os.environ, "USER": os.environ.get("USER") or "root"}

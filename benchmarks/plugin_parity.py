@@ -23,6 +23,7 @@ from bind_vs_native import run
 from climstack.bind import plan as plans
 from climstack.bind import plugins
 from climstack.check import parity
+from climstack.inputs import sites
 from climstack.launch import runtimes
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
@@ -36,7 +37,7 @@ SIZES = (8, 1 << 20)
 
 
 def plan_for(prefix, image, directory) -> plans.Plan:
-    plan = plans.write(plans.make_plan("local", prefix=prefix, environ={}), directory)
+    plan = plans.write(plans.make_plan(sites.get("local"), prefix=prefix, environ={}), directory)
     CHARLIECLOUD.prepare_image(plan, image)
     return plan
 
@@ -69,7 +70,7 @@ def parity_table(image: Path, tmp: Path) -> None:
 
 def lost_provider_cost(image: Path, tmp: Path, repeat: int) -> None:
     plan = plan_for(None, image, tmp / "present")
-    lost_plan = plans.make_plan("local", environ={})
+    lost_plan = plans.make_plan(sites.get("local"), environ={})
     del lost_plan.links["ucx"]
     lost_plan = plans.write(lost_plan, tmp / "lost")
     alias = tmp / "alias"

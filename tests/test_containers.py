@@ -13,6 +13,7 @@ from climstack.cray import mpich_base
 from climstack.cray.drift import cray_sites
 from climstack.errors import ClimstackError
 from climstack.image import build_args, image
+from climstack.inputs import sites
 from climstack.stack import containers, environments, lock_cache
 
 CONTAINER_ENVS = containers.container_environments()
@@ -60,7 +61,7 @@ def test_recipe_parses_into_build_and_final_stages(name, tmp_path):
         "/opt/views /opt",
     ]
     labels = dict(label.split(" ", 1) for label in final.labels)
-    assert labels["org.climstack.target-site"] == containers.target_site(env_dir)
+    assert labels["org.climstack.target-site"] == containers.target_site(env_dir).name
     assert {
         "org.climstack.mpich-base",
         "org.climstack.mpi-abi",
@@ -135,7 +136,7 @@ def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
 def test_every_cray_mpich_in_our_sites_has_a_known_base():
     assert {"archer2", "gaea-c5", "gaea-c6", "setonix"} <= set(cray_sites())
     for site in cray_sites():  # a new site's container pin follows from this base
-        base, source = mpich_base.base_of(containers.site_cray_mpich(site))
+        base, source = mpich_base.base_of(containers.site_cray_mpich(sites.get(site)))
         assert base == "3.4a2" and "HPE" in source, site  # all four are cray-mpich 8.1.x
 
 

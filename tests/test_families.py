@@ -38,7 +38,10 @@ def cray_root(tmp_path_factory):
 
 def test_cray_gnu_builds_come_from_the_site_externals(cray_root):
     plan = plans.make_plan(
-        "archer2", view=loader.View(cray_root), environ={}, with_families={"netcdf": None}
+        sites.get("archer2"),
+        view=loader.View(cray_root),
+        environ={},
+        with_families={"netcdf": None},
     )
     gnu = f"{cray_tree.NETCDF}/gnu/9.1/lib"
     assert plan.families["netcdf"]["source"].startswith(f"{pins.PROJECT_ROOT}/site/archer2/")
@@ -53,7 +56,7 @@ def test_cray_gnu_builds_come_from_the_site_externals(cray_root):
     assert rules["libnetcdf.so.19"] == "netcdf family"
     # bind.yaml's list and --with add up; HDF5's version is read from .rodata
     plan = plans.make_plan(
-        "archer2",
+        sites.get("archer2"),
         view=loader.View(cray_root),
         environ={},
         with_families=families.parse_with(["netcdf", "hdf5"]),
@@ -68,11 +71,13 @@ def test_cce_flavour_needs_the_cce_runtime_from_the_module_environment(cray_root
     view = loader.View(cray_root)
     chosen = {"netcdf": None, "hdf5": None}
     with pytest.raises(ClimstackError) as refused:
-        plans.make_plan("archer2", view=view, environ={}, with_families=chosen, flavour="cray")
+        plans.make_plan(
+            sites.get("archer2"), view=view, environ={}, with_families=chosen, flavour="cray"
+        )
     assert "libcraymath.so.1" in str(refused.value) and "LD_LIBRARY_PATH" in refused.value.fix
     # `module load PrgEnv-cray`: PE_ENV=CRAY and the CCE runtime on LD_LIBRARY_PATH
     environ = {"PE_ENV": "CRAY", "LD_LIBRARY_PATH": cray_tree.CCE_RUNTIME}
-    plan = plans.make_plan("archer2", view=view, environ=environ, with_families=chosen)
+    plan = plans.make_plan(sites.get("archer2"), view=view, environ=environ, with_families=chosen)
     assert plan.flavour == "cray"
     mpi = plan.mpi["libraries"]["libmpi.so.12"]
     assert mpi == f"{cray_tree.CRAY_MPICH_CCE}/lib-abi-mpich/libmpi.so.12"  # ofi/cray/10.0
@@ -89,7 +94,7 @@ def test_cce_flavour_needs_the_cce_runtime_from_the_module_environment(cray_root
 def test_a_flavour_mix_is_warned_with_the_reason(cray_root):
     environ = {"LD_LIBRARY_PATH": cray_tree.CCE_RUNTIME}
     plan = plans.make_plan(
-        "archer2",
+        sites.get("archer2"),
         view=loader.View(cray_root),
         prefix=cray_tree.CRAY_MPICH,  # the GNU MPI, given explicitly
         environ=environ,
@@ -108,13 +113,13 @@ def test_bad_family_input_is_refused_naming_what_was_looked_for(cray_root, tmp_p
         families.parse_with(["netcdf=usr"])
     # the local site has no NetCDF external (Spack builds it) and no module is loaded
     with pytest.raises(ClimstackError) as refused:
-        plans.make_plan("local", environ={}, with_families={"pnetcdf": None})
+        plans.make_plan(sites.get("local"), environ={}, with_families={"pnetcdf": None})
     message = str(refused.value)
     assert "provides no pnetcdf" in message and "parallel-netcdf" in message
     assert "$CRAY_PARALLEL_NETCDF_PREFIX" in message
     # a prefix without the family's libraries
     with pytest.raises(ClimstackError) as refused:
-        plans.make_plan("local", environ={}, with_families={"hdf5": str(tmp_path)})
+        plans.make_plan(sites.get("local"), environ={}, with_families={"hdf5": str(tmp_path)})
     assert f"{tmp_path} (--with hdf5={tmp_path}) holds no hdf5 library" in str(refused.value)
     assert f"{tmp_path}/lib64" in str(refused.value)
     # no CRAY build beside the GNU one
@@ -165,12 +170,14 @@ def check(plan, image):
 @needs_charliecloud
 def test_the_hosts_netcdf_and_hdf5_replace_the_images_own(nc_image, tmp_path):
     mpi = helpers.debian_mpich()
-    own = ready(plans.make_plan("local", environ={}), nc_image, tmp_path / "own")
+    own = ready(plans.make_plan(sites.get("local"), environ={}), nc_image, tmp_path / "own")
     result = probe(own, nc_image, mpi, executable=NC_WRITER)
     assert result.returncode == 0, result.stderr
     assert "/usr/lib/x86_64-linux-gnu/libnetcdf.so.19" in loaded(result)  # the image's
     plan = ready(
-        plans.make_plan("local", environ={}, with_families=DEBIAN_IO), nc_image, tmp_path / "io"
+        plans.make_plan(sites.get("local"), environ={}, with_families=DEBIAN_IO),
+        nc_image,
+        tmp_path / "io",
     )
     report = check(plan, nc_image)
     assert report.ok, report.problems
@@ -188,7 +195,7 @@ def test_the_hosts_netcdf_and_hdf5_replace_the_images_own(nc_image, tmp_path):
 @needs_charliecloud
 def test_an_older_netcdf_is_refused_and_fails_as_predicted_when_forced(nc_image, tmp_path):
     host = io_libraries.bullseye_host()
-    plan = plans.make_plan("local", environ={}, with_families={"netcdf": f"{host}/usr"})
+    plan = plans.make_plan(sites.get("local"), environ={}, with_families={"netcdf": f"{host}/usr"})
     plan = ready(plan, nc_image, tmp_path)
     report = check(plan, nc_image)
     soname, hdf5 = report.problems  # and its closure brings Debian 11's HDF5 1.10.6 along
@@ -229,7 +236,7 @@ def test_a_host_library_reaching_its_dependency_by_its_own_rpath_is_the_hosts(nc
     link = [f"-Wl,-rpath-link,{c}", fortran / "libnetcdff.so.7"]
     subprocess.run(["gcc", "-o", user, source, *link], check=True)
     prefixes = f"{c.parent}:{fortran.parent}"
-    plan = plans.make_plan("local", environ={}, with_families={"netcdf": prefixes})
+    plan = plans.make_plan(sites.get("local"), environ={}, with_families={"netcdf": prefixes})
     report = verify.check("/opt/probe/bin/nff-user", ready(plan, nc_image, tmp_path), nc_image)
     assert report.ok, report.problems
     assert report.families["netcdf"]["from_host"] == ["libnetcdf.so.19", "libnetcdff.so.7"]
@@ -250,7 +257,9 @@ def _site_with(tmp_path: Path, **bind_yaml) -> Path:
 def test_an_hdf5_release_mismatch_is_refused_unless_the_site_overrides(nc_image, tmp_path):
     host = io_libraries.bullseye_host()
     chosen = {"hdf5": f"{host}/usr"}  # 1.10.6 under the image's 1.10.8: the same SONAME
-    plan = ready(plans.make_plan("local", environ={}, with_families=chosen), nc_image, tmp_path)
+    plan = ready(
+        plans.make_plan(sites.get("local"), environ={}, with_families=chosen), nc_image, tmp_path
+    )
     report = check(plan, nc_image)
     (problem,) = report.problems
     assert "HDF5 release mismatch" in problem and "1.10.8" in problem and "1.10.6" in problem
@@ -261,7 +270,7 @@ def test_an_hdf5_release_mismatch_is_refused_unless_the_site_overrides(nc_image,
     assert any(p.endswith("/libhdf5_serial.so.103.2.0") for p in loaded(result))  # 1.10.6
     # the site's override, from bind.yaml (and families: listed there, prefix from --with)
     site = _site_with(tmp_path, families=["hdf5"], bind_env={"HDF5_DISABLE_VERSION_CHECK": "1"})
-    plan = plans.make_plan(str(site), environ={}, with_families=chosen)
+    plan = plans.make_plan(sites.get(str(site)), environ={}, with_families=chosen)
     plan = ready(plan, nc_image, tmp_path / "override")
     report = check(plan, nc_image)
     assert report.ok, report.problems
@@ -271,7 +280,7 @@ def test_an_hdf5_release_mismatch_is_refused_unless_the_site_overrides(nc_image,
 @needs_charliecloud
 def test_an_hdf5_minor_mismatch_is_refused_and_aborts_as_predicted_when_forced(nc_image, tmp_path):
     wheel = io_libraries.wheel_hdf5()
-    plan = plans.make_plan("local", environ={}, with_families={"hdf5": str(wheel)})
+    plan = plans.make_plan(sites.get("local"), environ={}, with_families={"hdf5": str(wheel)})
     assert plan.families["hdf5"]["version"] == "1.14.4"
     assert "libhdf5.so.310" in plan.links  # the wheel's libhdf5-a6e30693.so.310.4.0
     plan = ready(plan, nc_image, tmp_path)
@@ -308,15 +317,23 @@ def test_slurm_requests_families_and_its_preflight_checks_them(nc_image, tmp_pat
             text=True,
         )
 
-    ready(plans.make_plan("local", environ={}), nc_image, tmp_path / "mpi")
+    ready(plans.make_plan(sites.get("local"), environ={}), nc_image, tmp_path / "mpi")
     refused = slurm(tmp_path / "mpi", "--with", "netcdf")
     assert refused.returncode != 0 and "binds no host netcdf" in refused.stderr
     assert "climstack bind local --with netcdf --out DIR" in refused.stderr
     chosen = {"netcdf": f"{io_libraries.bullseye_host()}/usr"}  # NetCDF 4.7.4: refused
-    ready(plans.make_plan("local", environ={}, with_families=chosen), nc_image, tmp_path / "bad")
+    ready(
+        plans.make_plan(sites.get("local"), environ={}, with_families=chosen),
+        nc_image,
+        tmp_path / "bad",
+    )
     refused = slurm(tmp_path / "bad", "--with", "netcdf")
     assert refused.returncode != 0 and "REFUSED: SONAME mismatch: libnetcdf" in refused.stderr
-    ready(plans.make_plan("local", environ={}, with_families=DEBIAN_IO), nc_image, tmp_path / "ok")
+    ready(
+        plans.make_plan(sites.get("local"), environ={}, with_families=DEBIAN_IO),
+        nc_image,
+        tmp_path / "ok",
+    )
     written = slurm(tmp_path / "ok", "--with", "netcdf,hdf5")
     assert written.returncode == 0, written.stderr
     assert "srun" in written.stdout and NC_WRITER in written.stdout

@@ -13,6 +13,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from climstack.bind import plan as plans
+from climstack.inputs import sites
 
 CLIMSTACK = str(PROJECT_ROOT / "bin" / "climstack")
 
@@ -127,7 +128,7 @@ def project(tmp_path) -> Path:
     )
     shutil.copytree(PROJECT_ROOT / "site", copy / "site")
     (copy / "repo").symlink_to(PROJECT_ROOT / "repo")
-    plans.write(plans.make_plan("local", environ={}), copy / "plan")
+    plans.write(plans.make_plan(sites.get("local"), environ={}), copy / "plan")
     return copy
 
 

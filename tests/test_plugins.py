@@ -18,6 +18,7 @@ from climstack.bind import plan as plans
 from climstack.bind import plugins
 from climstack.check import parity
 from climstack.errors import ClimstackError
+from climstack.inputs import sites
 from climstack.launch import runtimes
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
@@ -63,7 +64,7 @@ def test_plugin_file_names_give_family_and_provider():
 
 def test_cray_provider_plugin_is_closed_over_and_reachable_from_the_links(cray_root, tmp_path):
     plan = plans.write(
-        plans.make_plan("archer2", view=loader.View(cray_root), environ={}), tmp_path
+        plans.make_plan(sites.get("archer2"), view=loader.View(cray_root), environ={}), tmp_path
     )
     cxi = next(p for p in plan.plugins if p["key"] == "ofi:cxi")
     assert cxi["path"] == CXI_PLUGIN and "libcxi.so.1" in cxi["needs"] and not cxi["missing"]
@@ -80,14 +81,16 @@ def test_cray_provider_plugin_is_closed_over_and_reachable_from_the_links(cray_r
 
 def test_missing_need_of_a_plugin_warns_unless_its_provider_is_expected(cray_root, tmp_path):
     root = without(cray_root, tmp_path, "/usr/lib64/libcxi.so.1")
-    plan = plans.make_plan("archer2", view=loader.View(root), environ={})  # expects verbs
+    plan = plans.make_plan(
+        sites.get("archer2"), view=loader.View(root), environ={}
+    )  # expects verbs
     assert plan.warnings == [
         f"plugin ofi:cxi ({CXI_PLUGIN}) cannot load: the loader cannot find libcxi.so.1"
     ]
     assert "libcxi.so.1" not in plan.links
     site = archer2_expecting(tmp_path, ["cxi"])
     with pytest.raises(ClimstackError) as refused:
-        plans.make_plan(str(site), view=loader.View(root), environ={})
+        plans.make_plan(sites.get(str(site)), view=loader.View(root), environ={})
     assert f"ofi:cxi ({CXI_PLUGIN}) needs libcxi.so.1" in str(refused.value)
     assert "providers:" in refused.value.fix
 
@@ -105,7 +108,7 @@ def test_bind_yaml_refuses_a_malformed_provider(tmp_path):
 
 def test_wheel_mpich_plan_binds_the_rdma_libraries_its_plugins_need(tmp_path):
     mpi = helpers.mpich("3.4.3")
-    plan = plans.make_plan("local", prefix=str(mpi.prefix), environ={})
+    plan = plans.make_plan(sites.get("local"), prefix=str(mpi.prefix), environ={})
     needed_by = {e["name"]: e["needed_by"] for e in plan.closure}
     for name in ("libibverbs.so.1", "librdmacm.so.1", "libefa.so.1", "libmlx5.so.1"):
         assert name in plan.links, name
@@ -147,7 +150,9 @@ def test_parity_passes_with_plugin_closure_and_names_what_a_plan_without_it_lost
     mpi = helpers.mpich("3.4.3")
     native = helpers.compile_probe(mpi, tmp_path / "native" / "mpi-probe")
     plan = ready(
-        plans.make_plan("local", prefix=str(mpi.prefix), environ={}), image, tmp_path / "ok"
+        plans.make_plan(sites.get("local"), prefix=str(mpi.prefix), environ={}),
+        image,
+        tmp_path / "ok",
     )
     report = trace(plan, image, mpi, native)
     assert report.ok, parity.render(report)
@@ -156,7 +161,7 @@ def test_parity_passes_with_plugin_closure_and_names_what_a_plan_without_it_lost
     assert set(report.native.libraries()) == set(report.container.libraries())
     assert len(report.container.mapped) == 2 and not report.shadowed
 
-    old = plans.make_plan("local", prefix=str(mpi.prefix), environ={})
+    old = plans.make_plan(sites.get("local"), prefix=str(mpi.prefix), environ={})
     for name in RDMA:  # the plan without the plugins' closure, as before
         del old.links[name]
     old = ready(old, image, tmp_path / "old")
@@ -197,7 +202,7 @@ def test_parity_of_ucx_modules_under_debian_mpich(image, tmp_path):
     in the container is the links directory."""
     mpi = helpers.debian_mpich()
     native = helpers.compile_probe(mpi, tmp_path / "native" / "mpi-probe")
-    plan = ready(plans.make_plan("local", environ={}), image, tmp_path / "ok")
+    plan = ready(plans.make_plan(sites.get("local"), environ={}), image, tmp_path / "ok")
     needed_by = {e["name"]: e["needed_by"] for e in plan.closure}  # the modules' rdma-core
     assert all("/ucx/libuct_ib.so" in who for who in needed_by["libmlx5.so.1"])
     assert all("/ucx/libuct_rdmacm.so" in who for who in needed_by["librdmacm.so.1"])
@@ -206,7 +211,7 @@ def test_parity_of_ucx_modules_under_debian_mpich(image, tmp_path):
     assert {"ucx:cma", "ucx:ib", "ucx:rdmacm"} <= set(report.container.providers)
     assert {"self", "sysv", "posix"} <= set(report.container.transports)
 
-    broken = plans.make_plan("local", environ={})
+    broken = plans.make_plan(sites.get("local"), environ={})
     del broken.links["ucx"]
     report = trace(ready(broken, image, tmp_path / "broken"), image, mpi, native)
     assert not report.ok
@@ -220,7 +225,9 @@ def test_intel_libfabric_finds_its_providers_through_the_links(image, tmp_path):
     the links directory, so each provider is linked there too (found by the parity check)."""
     mpi = helpers.impi()
     native = helpers.compile_probe(helpers.mpich("3.4.3"), tmp_path / "native" / "mpi-probe")
-    plan = ready(plans.make_plan("local", prefix=str(mpi.prefix), environ={}), image, tmp_path)
+    plan = ready(
+        plans.make_plan(sites.get("local"), prefix=str(mpi.prefix), environ={}), image, tmp_path
+    )
     assert plan.links["libtcp-fi.so"].endswith("/lib/libtcp-fi.so")
     report = trace(plan, image, mpi, native, I_MPI_FABRICS="ofi")
     assert report.ok, parity.render(report)

@@ -12,6 +12,7 @@ from support import programs as helpers
 from climstack.bind import plan as planner
 from climstack.bind import remedy
 from climstack.check import verify
+from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
@@ -30,7 +31,7 @@ def foreign(image, tmp_path_factory):  # `image`: skips without Charliecloud
 
 
 def plan_for(how, image, tmp_path, runtime=None):
-    made = planner.make_plan("local", environ={}, rpath_remedy=how, runtime=runtime)
+    made = planner.make_plan(sites.get("local"), environ={}, rpath_remedy=how, runtime=runtime)
     made = planner.write(made, tmp_path / f"plan-{how}")
     CHARLIECLOUD.prepare_image(made, image)
     return made
@@ -105,7 +106,7 @@ def test_the_remedy_is_named_only_where_the_image_can_take_it():
 
 def test_a_remedy_outside_bind_mode_is_refused_with_the_fix():
     with pytest.raises(Exception, match="is for bind mode"):
-        planner.make_plan("local", mode="hybrid", environ={}, rpath_remedy="preload")
+        planner.make_plan(sites.get("local"), mode="hybrid", environ={}, rpath_remedy="preload")
 
 
 def test_the_newer_mpich_probe_is_refused_whatever_the_remedy(image, tmp_path):

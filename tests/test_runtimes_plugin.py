@@ -15,6 +15,7 @@ from test_bad_input import climstack
 
 from climstack.bind import plan as plans
 from climstack.check import verify
+from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
 from climstack.launch.runtimes.base import Runtime
 
@@ -60,7 +61,9 @@ def test_bind_renders_and_writes_a_plan_for_the_double(tmp_path):
 
 
 def test_slurm_writes_the_doubles_job_lines(tmp_path):
-    made = plans.write(plans.make_plan("local", environ={}, runtime="double"), tmp_path / "p")
+    made = plans.write(
+        plans.make_plan(sites.get("local"), environ={}, runtime="double"), tmp_path / "p"
+    )
     proc = climstack(
         "slurm", "local", "--plan", made.directory, "--image", "img", "--ntasks", "2",
         "--no-verify", "--command", "prog", env=WITH_DOUBLE,
@@ -75,7 +78,9 @@ def test_slurm_writes_the_doubles_job_lines(tmp_path):
 
 @pytest.mark.skipif(not shutil.which("mpiexec"), reason="needs MPICH's mpiexec (bin/setup)")
 def test_launch_and_verify_run_under_the_double(double, tmp_path):
-    made = plans.write(plans.make_plan("local", environ={}, runtime="double"), tmp_path / "p")
+    made = plans.write(
+        plans.make_plan(sites.get("local"), environ={}, runtime="double"), tmp_path / "p"
+    )
     image = tmp_path / "image"
     image.mkdir()
     say = ["sh", "-c", 'echo "rank in $DOUBLE_IMAGE, $LD_LIBRARY_PATH"']
@@ -89,7 +94,7 @@ def test_launch_and_verify_run_under_the_double(double, tmp_path):
 
 
 def test_job_step_joins_heterogeneous_components_in_one_launch(double):
-    made = plans.make_plan("local", environ={}, runtime="double")
+    made = plans.make_plan(sites.get("local"), environ={}, runtime="double")
     srun = launchers.get("srun", mpi="pmi2")
     before, step = launch.job_step(made, double, srun, "img", [(4, 2, ["a"]), (1, 1, ["b"])])
     assert before == double.exports(made).splitlines()

@@ -25,7 +25,7 @@ def cray_root(tmp_path_factory):
 def test_the_plan_carries_the_sites_published_extras(cray_root, site):
     config = sites.get(site).bind
     plan = plans.make_plan(
-        site, view=loader.View(cray_root), prefix=cray_tree.CRAY_MPICH, environ=ENVIRON
+        sites.get(site), view=loader.View(cray_root), prefix=cray_tree.CRAY_MPICH, environ=ENVIRON
     )
     assert set(config["bind_libraries"]) <= set(plan.links)
     assert "libxpmem.so.0" in plan.links and "libmpi.so.12" in plan.links
@@ -39,7 +39,7 @@ def test_the_plan_carries_the_sites_published_extras(cray_root, site):
 @pytest.mark.parametrize("site", CRAY_SITES)
 def test_the_plan_renders_for_the_sites_runtime(cray_root, site):
     plan = plans.make_plan(
-        site, view=loader.View(cray_root), prefix=cray_tree.CRAY_MPICH, environ=ENVIRON
+        sites.get(site), view=loader.View(cray_root), prefix=cray_tree.CRAY_MPICH, environ=ENVIRON
     )
     runtime = runtimes.get(plan.runtime)
     argv = runtime.exec_args(plan, "app.sif", ["true"])

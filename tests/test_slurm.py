@@ -15,6 +15,7 @@ from climstack import pins
 from climstack.bind import loader
 from climstack.bind import plan as plans
 from climstack.errors import ClimstackError
+from climstack.inputs import sites
 from climstack.jobs import slurm
 from climstack.launch import runtimes
 from climstack.launch.runtimes import apptainer
@@ -39,7 +40,7 @@ def cluster(tmp_path_factory):
 
 
 def plan_for(mode, image, tmp_path):
-    plan = plans.write(plans.make_plan("local", mode=mode, environ={}), tmp_path / mode)
+    plan = plans.write(plans.make_plan(sites.get("local"), mode=mode, environ={}), tmp_path / mode)
     CHARLIECLOUD.prepare_image(plan, image)
     return plan
 
@@ -52,7 +53,7 @@ def submit(cluster, text, tmp_path, name):
 
 def test_bind_mode_job_on_two_nodes(cluster, image, tmp_path):
     plan = plan_for("bind", image, tmp_path)
-    text = slurm.script("local", plan, str(image), [slurm.Component(2, 2, [PROBE])])
+    text = slurm.script(sites.get("local"), plan, str(image), [slurm.Component(2, 2, [PROBE])])
     assert "srun --mpi=pmi2 --cpu-bind=cores --nodes=2 --ntasks=2 ch-run" in text
     code, output = submit(cluster, text, tmp_path, "bind")
     assert code == 0, output
@@ -69,7 +70,12 @@ def test_parity_preflight_runs_on_the_first_node_and_stops_a_job_that_lost_provi
     plan = plan_for("bind", image, tmp_path)
     components = [slurm.Component(2, 2, [PROBE])]
     text = slurm.script(
-        "local", plan, str(image), components, parity_native=str(native), parity_probe=PROBE
+        sites.get("local"),
+        plan,
+        str(image),
+        components,
+        parity_native=str(native),
+        parity_probe=PROBE,
     )
     assert (
         "parity --plan=" in text
@@ -79,11 +85,16 @@ def test_parity_preflight_runs_on_the_first_node_and_stops_a_job_that_lost_provi
     assert code == 0, output
     assert "parity: ok" in output and "ucx:ib" in output and "ranks: 2" in output
 
-    broken = plans.make_plan("local", environ={})
+    broken = plans.make_plan(sites.get("local"), environ={})
     del broken.links["ucx"]
     broken = plans.write(broken, tmp_path / "broken")
     text = slurm.script(
-        "local", broken, str(image), components, parity_native=str(native), parity_probe=PROBE
+        sites.get("local"),
+        broken,
+        str(image),
+        components,
+        parity_native=str(native),
+        parity_probe=PROBE,
     )
     code, output = submit(cluster, text, tmp_path, "parity-broken")
     assert code != 0 and "LOST PROVIDER: ucx:ib" in output
@@ -93,7 +104,7 @@ def test_parity_preflight_runs_on_the_first_node_and_stops_a_job_that_lost_provi
 def test_heterogeneous_step_shares_one_comm_world(cluster, image, tmp_path):
     plan = plan_for("bind", image, tmp_path)
     components = [slurm.Component(1, 1, [PROBE]), slurm.Component(1, 1, [PROBE])]
-    text = slurm.script("local", plan, str(image), components)
+    text = slurm.script(sites.get("local"), plan, str(image), components)
     assert text.count("#SBATCH hetjob") == 1 and "--het-group=1" in text
     assert "#SBATCH --export=ALL" in text
     code, output = submit(cluster, text, tmp_path, "het")
@@ -103,7 +114,7 @@ def test_heterogeneous_step_shares_one_comm_world(cluster, image, tmp_path):
 
 def test_hybrid_mode_job_uses_the_images_mpi(cluster, image, tmp_path):
     plan = plan_for("hybrid", image, tmp_path)
-    text = slurm.script("local", plan, str(image), [slurm.Component(2, 2, [PROBE])])
+    text = slurm.script(sites.get("local"), plan, str(image), [slurm.Component(2, 2, [PROBE])])
     code, output = submit(cluster, text, tmp_path, "hybrid")
     assert code == 0, output
     assert "library: MPICH Version:      5.0.2" in output and "ranks: 2" in output
@@ -145,10 +156,10 @@ def test_apptainer_job_written_by_the_cli(cluster, image, tmp_path):
 
 
 def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):
-    plan = plans.make_plan("local", environ={})
+    plan = plans.make_plan(sites.get("local"), environ={})
     with pytest.raises(ClimstackError, match="hang with --export=NONE"):
         slurm.script(
-            "local",
+            sites.get("local"),
             plan,
             "img",
             [slurm.Component(1, 1, ["a"]), slurm.Component(1, 1, ["b"])],
@@ -170,11 +181,13 @@ def test_cray_site_scripts_use_cray_shasta_and_the_sites_runtime(tmp_path):
         ("gaea-c5", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env, "apptainer"),
     ):
         plan = plans.write(
-            plans.make_plan(site, view=loader.View(root), prefix=prefix, environ=environ),
+            plans.make_plan(
+                sites.get(site), view=loader.View(root), prefix=prefix, environ=environ
+            ),
             tmp_path / site,
         )
         text = slurm.script(
-            site,
+            sites.get(site),
             plan,
             "/work/n02/app.sif",
             [
@@ -290,11 +303,11 @@ def test_an_rpath_remedy_carries_into_the_job_step(cluster, image, tmp_path):
     two nodes: the script runs it through the image's ld.so with the host MPI preloaded."""
     foreign = tmp_path / "foreign"
     subprocess.run(["cp", "-al", str(foreign_image.foreign_image()), str(foreign)], check=True)
-    made = plans.make_plan("local", environ={}, rpath_remedy="preload")
+    made = plans.make_plan(sites.get("local"), environ={}, rpath_remedy="preload")
     plan = plans.write(made, tmp_path / "preload")
     CHARLIECLOUD.prepare_image(plan, foreign)
     step = [slurm.Component(2, 2, ["/opt/foreign/bin/probe-rpath"])]
-    text = slurm.script("local", plan, str(foreign), step)
+    text = slurm.script(sites.get("local"), plan, str(foreign), step)
     assert f"/lib64/ld-linux-x86-64.so.2 --preload {plans.LINKS_DIR}/libmpich.so.12" in text
     code, output = submit(cluster, text, tmp_path, "remedy")
     assert code == 0, output

@@ -13,11 +13,21 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import catalogue, collect, headers, headline, jobs, local, matrix, plots
-from climstack.bench import report
-from climstack.bench import stats
+from climstack.bench import (
+    catalogue,
+    collect,
+    headers,
+    headline,
+    jobs,
+    local,
+    matrix,
+    plots,
+    report,
+    stats,
+)
 from climstack.bench.records import Record
 from climstack.errors import EXIT_CODES
+from climstack.inputs import sites
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
 DATA_BENCH = Path(__file__).parent / "data" / "bench"
@@ -199,9 +209,9 @@ def test_adding_a_mode_is_one_catalogue_row(monkeypatch, tmp_path):
     assert plots.colour("bind-late") != plots.colour("bind")
     seed = next(c for c in jobs.SEEDS if c.name == "osu-latency")
     comparison = replace(seed, ranks=2, nodes=1, modes=("native", "bind-late"))
-    plans, failed = jobs.make_plans("local", tmp_path, Path("/"), ["bind-late"])
+    plans, failed = jobs.make_plans(sites.get("local"), tmp_path, Path("/"), ["bind-late"])
     assert not failed and plans["bind-late"].mode == "bind"
-    text = jobs.script("local", comparison, plans, str(tmp_path / "img"), 2, {})
+    text = jobs.script(sites.get("local"), comparison, plans, str(tmp_path / "img"), 2, {})
     assert "run_bind_late() {" in text and "bench bind-late 2 1" in text
     from climstack.bench import runner
 

@@ -14,6 +14,7 @@ from climstack import pins
 from climstack.bind import elf, loader
 from climstack.bind import plan as planner
 from climstack.check import verify
+from climstack.inputs import sites
 from climstack.launch import runtimes
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
@@ -29,7 +30,7 @@ def plans(image, tmp_path_factory):
     base), written and with their mount points in the image."""
     made = {}
     for name, prefix in (("debian", None), ("mpich-3.4.3", helpers.mpich("3.4.3").prefix)):
-        plan = planner.make_plan("local", prefix=prefix and str(prefix), environ={})
+        plan = planner.make_plan(sites.get("local"), prefix=prefix and str(prefix), environ={})
         made[name] = planner.write(plan, tmp_path_factory.mktemp(name))
         CHARLIECLOUD.prepare_image(made[name], image)
     return made
@@ -83,7 +84,7 @@ def test_host_mpi_needing_a_newer_glibc_is_refused_and_fails_as_predicted(image,
     """A host (Debian sid, glibc 2.41+) whose MPICH needs GLIBC_2.38 and newer, bound into
     our Debian 12 image (glibc 2.36): verify names the versions, and ld.so agrees."""
     view = loader.View(helpers.newer_glibc_host())
-    plan = planner.write(planner.make_plan("local", view=view, environ={}), tmp_path)
+    plan = planner.write(planner.make_plan(sites.get("local"), view=view, environ={}), tmp_path)
     CHARLIECLOUD.prepare_image(plan, image)
     report = verify.check(f"{BIN}/mpi-probe", plan, image)
     assert not report.ok and "GLIBC_2.38" in report.glibc_missing
@@ -199,7 +200,8 @@ def cray_app(tmp_path):
         check=True,
     )
     plan = planner.write(
-        planner.make_plan("archer2", view=loader.View(root), environ={}), tmp_path / "plan"
+        planner.make_plan(sites.get("archer2"), view=loader.View(root), environ={}),
+        tmp_path / "plan",
     )
     return root, plan, "/opt/view/bin/app"
 

@@ -16,6 +16,7 @@ import pytest
 from climstack.bind import elf
 from climstack.bind import plan as planner
 from climstack.check import verify
+from climstack.inputs import sites
 
 MPIFORT = shutil.which("mpifort.mpich")
 pytestmark = pytest.mark.skipif(not MPIFORT, reason="needs Debian's mpifort (bin/setup)")
@@ -89,7 +90,7 @@ def host(tmp_path: Path, spoiled: str = "", gfortran: str = "") -> Path:
 
 
 def check(program: Path, prefix: Path, tmp_path: Path) -> verify.Report:
-    plan = planner.make_plan("local", prefix=str(prefix), environ={})
+    plan = planner.make_plan(sites.get("local"), prefix=str(prefix), environ={})
     return verify.check(str(program), planner.write(plan, tmp_path / "plan"))
 
 

@@ -63,7 +63,6 @@ IO_MODES = (
 NATIVE_CCE = "native-cce: needs a PrgEnv-cray build of the site environment"
 #: where benchio's directory goes (default: the directory the job was submitted from)
 BENCH_DIR = "CLIMSTACK_BENCH_DIR"
-SITE = "site"  # emit(lustre=SITE): the site's bind.yaml says
 
 
 @dataclass(frozen=True)
@@ -116,7 +115,7 @@ def program(benchmark: runner.Benchmark, mode: str, ranks: int, extra=()) -> lis
     return [in_view, *args]
 
 
-def make_plans(site: str, out: Path, root: Path, names) -> tuple[dict, dict]:
+def make_plans(site: sites.Site, out: Path, root: Path, names) -> tuple[dict, dict]:
     """The plans the container modes `names` need, one per distinct plan (modes that differ
     only in their binary share one), written under out/plans/<the first such mode>:
     (mode -> plan, mode -> why its plan could not be made on this host)."""
@@ -146,7 +145,7 @@ def stripe_settings(lustre: dict | None) -> list[tuple[int, str]]:
     return [(c, size) for size in lustre["stripe_sizes"] for c in lustre["stripe_counts"]]
 
 
-def _work_directory(site, comparison, benchmark, lustre) -> tuple[list[str], list[str]]:
+def _work_directory(site: sites.Site, comparison, benchmark) -> tuple[list[str], list[str]]:
     """(comment lines, commands) making the directory the benchmark writes in, for one
     that needs a subdirectory there (benchio: benchio_files), the job's working directory."""
     if not benchmark.workdir:
@@ -156,11 +155,12 @@ def _work_directory(site, comparison, benchmark, lustre) -> tuple[list[str], lis
         f'mkdir -p "$bench_dir/{benchmark.workdir}"',
         'cd "$bench_dir"',
     ]
+    lustre = site.lustre
     if not comparison.stripes:
         return [], commands
     if not lustre:
         return [
-            f"# no Lustre at {site} (no lustre: in its bind.yaml): {comparison.name} runs "
+            f"# no Lustre at {site.name} (no lustre: in its bind.yaml): {comparison.name} runs "
             "without the stripe sweep, on the file system's default layout"
         ], commands
     settings = stripe_settings(lustre)
@@ -191,13 +191,15 @@ TEMPLATE = "job.sh.j2"  # climstack/bench/templates/: a comparison's job script
 
 
 def script(
-    site, comparison, plans, image_path: str, repeats: int, reasons: dict, lustre=None,
+    site: sites.Site, comparison, plans, image_path: str, repeats: int, reasons: dict,
     case_dir: Path | None = None,
 ) -> str:  # fmt: skip
-    """The comparison's job script: its run matrix rendered by the template."""
+    """The comparison's job script: its run matrix rendered by the template; a sweep of
+    the stripe settings where the site has Lustre (`site.lustre`)."""
+    lustre = site.lustre
     benchmark = next(b for b in runner.LOCAL if b.name == comparison.benchmark)
     component = slurm.Component(comparison.nodes, comparison.ranks, [])
-    comments, setup = _work_directory(site, comparison, benchmark, lustre)
+    comments, setup = _work_directory(site, comparison, benchmark)
     if benchmark.case:
         setup = _case_directory(comparison, case_dir)
     planned = runs(comparison, repeats, reasons, lustre)
@@ -214,11 +216,11 @@ def script(
                       "runtime": runtime})  # fmt: skip
     fields = {
         "benchmark": benchmark.family, "mode": "$mode", "ranks": comparison.ranks,
-        "nodes": comparison.nodes, "runtime": "$runtime", "site": site, "host": "$host",
+        "nodes": comparison.nodes, "runtime": "$runtime", "site": site.name, "host": "$host",
         "job": "$job", "start": "$start", "repeat": "$repeat", "order": "$order",
     } | ({"stripe_count": "$count", "stripe_size": "$size"} if sweep else {})  # fmt: skip
     checked = {
-        "benchmark": benchmark.family, "mode": "$1", "site": site, "host": "$host",
+        "benchmark": benchmark.family, "mode": "$1", "site": site.name, "host": "$host",
         "job": "$job", "repeat": "$2", "verdict": "$verdict",
     }  # fmt: skip
     compared = [
@@ -230,7 +232,7 @@ def script(
     return _template().render(
         preamble="\n".join(slurm.preamble(site, [component], f"bench-{comparison.name}")),
         comparison=comparison, repeats=repeats, reasons=reasons, comments=comments,
-        spack=gateway.SPACK, env_dir=environments.resolve(site), setup=setup, modes=modes,
+        spack=gateway.SPACK, env_dir=environments.resolve(site.name), setup=setup, modes=modes,
         header=header(fields), failed=header(fields, FAILED), runs=planned,
         workdir=benchmark.workdir if sweep else None, compared=compared,
         climstack=pins.PROJECT_ROOT / "bin" / "climstack", bitwise=header(checked, BITWISE),
@@ -288,28 +290,21 @@ def _bench_dir(comparison: Comparison) -> str:
     return f'bench_dir="{where}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
 
 
-def site_lustre(site: str) -> dict | None:
-    """The site's Lustre (`lustre:` of its bind.yaml, defaults filled), None without."""
-    return sites.get(site).bind.get("lustre")
-
-
 def emit(
-    site: str,
+    site: sites.Site,
     out: Path,
     image_path: str,
     repeats=5,
     ranks=None,
     root=Path("/"),
-    lustre=SITE,
     only: tuple[str, ...] = EMIT_MODES,
 ):
     """Write one script per seed comparison under `out`, each with the modes of `only` it
-    has (none left: no script); returns their paths. `lustre`: the stripe sweep's file
-    system ({path, stripe_counts, stripe_sizes}), None for none; by default the site's."""
-    lustre = site_lustre(site) if lustre == SITE else lustre
+    has (none left: no script); returns their paths. benchio's sweeps the stripe settings
+    where the site has Lustre (`lustre:` in its bind.yaml)."""
     seeds = [replace(c, nodes=1, ranks=ranks) if ranks else c for c in SEEDS]
     seeds = [replace(c, modes=ms) for c in seeds if (ms := tuple(m for m in c.modes if m in only))]
-    if site == "local":  # the seeds' sizes are for a centre's nodes: the local run's here
+    if site.name == "local":  # the seeds' sizes are for a centre's nodes: the local run's here
         seeds = [replace(c, arguments=(), settings=()) for c in seeds]
     wanted = {m for c in seeds for m in c.modes if catalogue.get(m).container}
     plans, failed = make_plans(site, out, root, wanted)
@@ -325,7 +320,7 @@ def emit(
             )
         path = out / f"{comparison.name}.sh"
         case_dir = prepared_case(comparison, out)
-        text = script(site, comparison, plans, image_path, repeats, reasons, lustre, case_dir)
+        text = script(site, comparison, plans, image_path, repeats, reasons, case_dir)
         atomic.write_text(path, text)
         path.chmod(0o755)
         written.append(path)

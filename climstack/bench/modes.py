@@ -15,6 +15,7 @@ from climstack.bind import loader, plan
 from climstack.check import verify
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
+from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
 
 #: the modes `bench local` and `run-case` run (the catalogue's local rows)
@@ -73,7 +74,7 @@ def container(
     chosen = runtimes.get(runtime)
     try:
         made = plan.make_plan(
-            "local",
+            sites.get("local"),
             plan_mode,
             loader.View(),
             runtime=runtime,

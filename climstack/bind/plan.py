@@ -10,21 +10,15 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePosixPath
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 from climstack import inputs, pins
-from climstack.bind import discover, families, loader, plugins, remedy
+from climstack.bind import loader, remedy, stages
 from climstack.common import stamp
+from climstack.bind.stages import HOST_SIDE, LINKS_DIR, MODES, container_path  # noqa: F401
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
-
-MODES = ("bind", "hybrid", "fabric")
-#: inside the container: the generated links, and where host system directories go
-LINKS_DIR = "/opt/climstack/bind/lib"
-HOST_SIDE = "/opt/climstack/host"
-#: host directories never bound at their own path: they would hide the image's
-SYSTEM_TOPS = {"usr", "lib", "lib64", "lib32", "bin", "sbin", "etc"}
 
 
 #: the plan.json format this climstack writes and reads
@@ -35,7 +29,7 @@ def _described(text: str, **schema) -> dict:
     return {"schema": {"description": text, **schema}}
 
 
-@dataclass
+@dataclass(frozen=True)
 class Plan:
     site: str
     mode: str = field(metadata=_described("bind, hybrid or fabric", enum=list(MODES)))
@@ -99,19 +93,8 @@ SCHEMA = inputs.schema_of(
 )
 
 
-def container_path(host_dir: PurePosixPath) -> str:
-    """Where a host directory is bound: its own path, or under HOST_SIDE for system dirs."""
-    if host_dir.parts[1:2] and host_dir.parts[1] in SYSTEM_TOPS:
-        return f"{HOST_SIDE}{host_dir}"
-    return str(host_dir)
-
-
-def _outermost(dirs: set[PurePosixPath]) -> list[PurePosixPath]:
-    return sorted(d for d in dirs if not any(p in dirs for p in d.parents))
-
-
 def make_plan(
-    site: "str | sites.Site",
+    site: sites.Site,
     mode: str = "bind",
     view: loader.View | None = None,
     prefix: str | None = None,
@@ -122,9 +105,9 @@ def make_plan(
     flavour: str | None = None,
     rpath_remedy: str | None = None,
 ) -> Plan:
-    """The plan for `mode`; `with_families` ({name: prefix or None}) adds host library
-    families to bind.yaml's `families:`, built with the PrgEnv `flavour`; `rpath_remedy`:
-    how executables with a DT_RPATH are run (bind.remedy)."""
+    """The plan for `mode` at `site`; `with_families` ({name: prefix or None}) adds host
+    library families to bind.yaml's `families:`, built with the PrgEnv `flavour`;
+    `rpath_remedy`: how executables with a DT_RPATH are run (bind.remedy)."""
     if mode not in MODES:
         raise ClimstackError(f"unknown mode {mode}", fix=f"one of {', '.join(MODES)}")
     remedy.check_name(rpath_remedy)
@@ -134,213 +117,68 @@ def make_plan(
             "own MPI runs, which its RPATH finds anyway",
             fix="drop --rpath-remedy, or use --mode bind",
         )
-    scope = sites.get(site)
-    view = view or loader.View()
-    config = scope.bind
-    environ = os.environ if environ is None else environ
-    plan = Plan(
-        site=site if isinstance(site, str) else str(scope.path),
-        mode=mode,
-        runtime=runtime or config["runtime"],
-        rpath_remedy=rpath_remedy or "",
+    request = stages.Request.of(
+        site,
+        mode,
+        view,
+        environ,
+        flavour,
+        prefix=prefix,
+        fabric_prefix=fabric_prefix,
+        with_families=with_families,
     )
-    plan.flavour = families.requested(flavour, config, environ)
-    roots, rules = _roots(plan, scope, view, prefix, fabric_prefix, environ, with_families)
-    search = _search_path(roots, scope, environ)
-    files = _closures(plan, scope, view, roots, search)
-    lib_dirs = _outermost({PurePosixPath(lib.real).parent for lib in files.values()})
-    _close_plugins(plan, files, lib_dirs, config, environ, view, search)
-    bound = _bind_directories(plan, files, view)
-    _link_libraries(plan, files, bound, rules, config)
-    _link_plugin_dirs(plan, lib_dirs, config, view)
-    _link_plugins_beside(plan, files, bound, view)
-    if plan.links:
-        plan.library_path = [LINKS_DIR]
-    _add_site_extras(plan, config, view)
-    return plan
+    return assemble(request, runtime or site.bind["runtime"], rpath_remedy or "")
 
 
-def _roots(plan, scope, view, prefix, fabric_prefix, environ, with_families):
-    """(name the application asks for -> host path in `view`, or a bare name the search
-    path resolves; root -> why it is bound, when not for MPI) of the plan's mode."""
-    config = scope.bind
-    roots: dict[str, str] = {}
-    rules: dict[str, str] = {}
-    mpi_prefix = ""
-    if plan.mode == "bind":
-        mpi = discover.discover(view, prefix, scope, environ, plan.flavour)
-        plan.mpi = {"source": mpi.source, "version": mpi.version, "libraries": mpi.libraries}
-        roots.update(mpi.libraries)
-        mpi_prefix = mpi.prefix
-    elif plan.mode == "fabric":
-        roots["libfabric.so.1"] = discover.find_fabric(view, scope, fabric_prefix)
-    chosen = {**dict.fromkeys(config["families"]), **(with_families or {})}
-    for name, family_prefix in chosen.items():
-        host = families.find(name, view, scope, environ, plan.flavour, family_prefix)
-        plan.families[name] = host.to_dict()
-        for link, path in host.libraries.items():
-            roots.setdefault(link, path)
-            rules.setdefault(link, f"{name} family")
-        if warning := families.mismatch_warning(host, mpi_prefix):
-            plan.warnings.append(warning)
-    for name in config[f"{plan.mode}_libraries"]:  # site extras resolved like DT_NEEDED
-        roots.setdefault(name, name)
-    return roots, rules
-
-
-def _search_path(roots: dict[str, str], scope, environ) -> list[str]:
-    """Where bare names and the closures' needs are looked for: the roots' own directories
-    first (in the container the links directory comes first: Intel's libmpifort.so.12
-    finds libmpi.so.12 only that way), then LD_LIBRARY_PATH, bind.yaml's, the scope's."""
-    return [
-        *dict.fromkeys(str(PurePosixPath(p).parent) for p in roots.values() if "/" in p),
-        *filter(None, environ.get("LD_LIBRARY_PATH", "").split(":")),
-        *scope.bind["library_path"],
-        *scope.runtime_library_dirs(),
-    ]
-
-
-def _closures(plan, scope, view, roots, search) -> dict[str, loader.Library]:
-    """link name -> library, over the roots and their closures; a missing one refused."""
-    files: dict[str, loader.Library] = {}
-    missing: dict[str, list[str]] = {}
-    for name, path in roots.items():
-        if "/" not in path:
-            hit = next((f"{d}/{path}" for d in search if view.resolve(f"{d}/{path}")), None)
-            if not hit:
-                missing.setdefault(path, []).append(f"{scope.path}/bind.yaml")
-                continue
-            path = hit
-        # its own directory first: a family's libraries need their siblings
-        result = loader.closure(path, view, [str(PurePosixPath(path).parent), *search])
-        for needed, who in result.missing.items():
-            missing.setdefault(needed, []).extend(who)
-        files.setdefault(name, result.root)  # one the closure found keeps who needs it
-        for library in result.libraries.values():  # a site extra another library needs
-            known = files.get(library.name)  # is listed with who needs it; a root given
-            if known is None or (  # by path (MPI, a family) stays the one linked
-                library.needed_by
-                and not known.needed_by
-                and "/" not in roots.get(library.name, "")
-            ):
-                files[library.name] = library
-    if missing:
-        loader.Closure(
-            root=loader.Library(f"the {plan.mode} plan", PurePosixPath(scope.name), None, None),
-            missing=missing,
-        ).check()
-    return files
-
-
-def _bind_directories(plan, files, view) -> list[PurePosixPath]:
-    """Bind the outermost directories of the libraries and plugins; those directories."""
-    dirs = {PurePosixPath(lib.real).parent for lib in files.values()}
-    dirs |= {PurePosixPath(view.resolve(p["path"])[0]).parent for p in plan.plugins}
-    bound = _outermost(dirs)
-    for directory in bound:
-        plan.binds.append([str(view.resolve(str(directory))[1]), container_path(directory)])
-    return bound
-
-
-def _inside(bound: list[PurePosixPath], real: PurePosixPath) -> str:
-    """The container path of host file `real`, under the bound directory holding it."""
-    top = next(d for d in bound if d == real.parent or d in real.parents)
-    return container_path(top) + str(real)[len(str(top)) :]
-
-
-def _link_libraries(plan, files, bound, rules, config) -> None:
-    """A link per library, and per spelling of a provided ABI library (Debian-built
-    programs run too), with why each is in the plan."""
-    for abi, names in discover.ABI_NAMES.items():
-        if abi in files:
-            for name in names:
-                files.setdefault(name, files[abi])
-    for name, library in sorted(files.items()):
-        plan.links[name] = _inside(bound, library.real)
-        plan.closure.append(
-            {
-                "name": name,
-                "host": str(library.real),
-                "rule": rules.get(name)
-                or library.how
-                or ("bind.yaml" if name in config[f"{plan.mode}_libraries"] else "MPI"),
-                "needed_by": sorted(set(library.needed_by)),
-            }
-        )
-
-
-def _link_plugin_dirs(plan, lib_dirs, config, view) -> None:
-    """Plugin dirs the libraries dlopen relative to themselves ($ORIGIN/ucx, libfabric/):
-    all beside a non-system library, only those the site lists beside a system one."""
-    plugin_dirs = {PurePosixPath(p) for p in config["plugin_dirs"]}
-    for directory in lib_dirs:
-        host = view.resolve(str(directory))[1]
-        for sub in sorted(p for p in host.iterdir() if p.is_dir() and not p.is_symlink()):
-            wanted = directory / sub.name in plugin_dirs or container_path(directory) == str(
-                directory
-            )
-            if wanted and sub.name not in plan.links and any(sub.glob("*.so*")):
-                plan.links[sub.name] = f"{container_path(directory)}/{sub.name}"
-
-
-def _link_plugins_beside(plan, files, bound, view) -> None:
-    """...and at any depth: $ORIGIN (and dladdr) of a library loaded through a link is the
-    links directory, so what libfabric.so.1 loads from $ORIGIN/libfabric/ (MPICH) or from
-    beside itself (Intel MPI) must be found there too."""
-    beside = {library.real.parent for library in files.values()}
-    for entry in plan.plugins:
-        real = view.resolve(entry["path"])[0]
-        if real.parent in beside:
-            plan.links.setdefault(real.name, _inside(bound, real))
-        elif real.parent.parent in beside and real.parent.name not in plan.links:
-            plan.links[real.parent.name] = _inside(bound, real).rsplit("/", 1)[0]
-
-
-def _add_site_extras(plan, config, view) -> None:
-    """bind.yaml's binds and devices (those absent on this host listed), and its env."""
-    for extra in config["binds"]:
-        if plan.mode not in extra.get("modes", MODES):
-            continue
-        source, target = extra["path"], extra.get("target", extra["path"])
-        found = view.resolve(source)
-        if not found:
-            plan.absent.append(f"{source} ({extra.get('why', 'site extra')})")
-            continue
-        plan.binds.append([str(found[1]), target])
-    for device in config["devices"]:  # both runtimes share the host's /dev
-        (plan.devices if view.resolve(device) else plan.absent).append(device)
-    plan.env.update({k: str(v) for k, v in config["env"].items()})
-    plan.separate_env.update({k: str(v) for k, v in config["separate_env"].items()})
-    plan.env.update({k: str(v) for k, v in config[f"{plan.mode}_env"].items()})
-
-
-def _close_plugins(plan, files, lib_dirs, config, environ, view, search) -> None:
-    """Close over the network plugins visible beside the plan's libraries (run.plugins):
-    their dependencies join `files` as "needed by plugin X"."""
-    own = [d for d in lib_dirs if container_path(d) == str(d)]  # not system directories
-    listed = [d for d in config["plugin_dirs"] if PurePosixPath(d).parent in lib_dirs]
-    found, needed = plugins.close(
-        plugins.candidates(own, listed, environ, view), view, search, config["providers"]
+def assemble(request: stages.Request, runtime: str, rpath_remedy: str = "") -> Plan:
+    """Run the stages in order; the plan they make."""
+    roots = stages.roots(request)
+    search = stages.search_path(request, roots)
+    files = stages.closures(request, roots, search)
+    plugins = stages.close_plugins(request, files, search)
+    every = {**files, **plugins.needed}
+    bound = stages.bound_directories(request, every, plugins)
+    links, closure = stages.library_links(
+        request, stages.with_abi_spellings(every), bound, roots.rules
     )
-    plan.plugins = [p.to_dict() for p in found]
-    plan.providers = list(config["providers"])
-    plan.warnings += plugins.warnings(found)
-    plugin_files = {PurePosixPath(view.resolve(p.path)[0]) for p in found}
-    for name, library in needed.items():  # not a sibling plugin (libuct_ib for ib_mlx5)
-        if name not in files and library.real not in plugin_files:
-            files[name] = library
+    links |= stages.plugin_dir_links(request, files, links)
+    links |= stages.plugin_links(request, every, bound, plugins, links)
+    extras = stages.site_extras(request)
+    return Plan(
+        site=request.site.reference,
+        mode=request.mode,
+        runtime=runtime,
+        mpi=dict(roots.mpi),
+        binds=stages.binds(request, bound) + [list(b) for b in extras.binds],
+        links=links,
+        library_path=[LINKS_DIR] if links else [],
+        env=dict(extras.env),
+        separate_env=dict(extras.separate_env),
+        devices=list(extras.devices),
+        absent=list(extras.absent),
+        closure=closure,
+        plugins=list(plugins.found),
+        warnings=[*roots.warnings, *plugins.warnings],
+        providers=list(plugins.providers),
+        families=dict(roots.families),
+        flavour=request.flavour,
+        rpath_remedy=rpath_remedy,
+    )
 
 
 def write(plan: Plan, directory: Path) -> Plan:
-    """Write lib/ (the links) and plan.json into `directory`; binds lib/ at LINKS_DIR."""
+    """Write lib/ (the links) and plan.json into `directory`; the plan as written: its
+    directory, and lib/ bound at LINKS_DIR (the runpath remedy's copies at REMEDY_DIR)."""
     directory = directory.resolve()
-    plan.directory = str(directory)
     ours = {LINKS_DIR: directory / "lib", remedy.REMEDY_DIR: directory / "remedy"}
     wanted = [LINKS_DIR] if plan.links else []
     wanted += [remedy.REMEDY_DIR] if plan.rpath_remedy == "runpath" else []
-    plan.binds = [b for b in plan.binds if b[1] not in ours] + [
-        [str(ours[target]), target] for target in wanted
-    ]
+    plan = replace(
+        plan,
+        directory=str(directory),
+        binds=[b for b in plan.binds if b[1] not in ours]
+        + [[str(ours[target]), target] for target in wanted],
+    )
 
     directory.mkdir(parents=True, exist_ok=True)
     if plan.rpath_remedy == "runpath":  # the patched copies, made at launch

@@ -11,6 +11,7 @@ from climstack.bind import loader, plan
 from climstack.common import progress
 from climstack.errors import ClimstackError
 from climstack.image import image, sif
+from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
 
 PROBE = f"{image.VIEW}/bin/mpi-probe"
@@ -45,7 +46,7 @@ def run_pulled(reference: str, runtime: str, ranks: int = 2, work: Path | None =
 def probe(runtime: str, target: Path, program: str, ranks: int) -> str:
     """Launch `program` (mpi-probe) in an image directory (Charliecloud) or SIF (Apptainer)
     from the host on `ranks` ranks, with the host's MPI bound in; its output, checked."""
-    made = plan.make_plan("local", "bind", loader.View(), runtime=runtime)
+    made = plan.make_plan(sites.get("local"), "bind", loader.View(), runtime=runtime)
     made = plan.write(made, plan.default_directory(made))
     chosen = runtimes.get(runtime)
     chosen.prepare_image(made, target)  # the mount points ch-run cannot create

@@ -116,13 +116,12 @@ def run_emit(args) -> None:
     out = Path(args.emit)
     image_path = args.image or image.default_destination(IMAGE)
     only = tuple(mode_names(args, jobs.EMIT_MODES, "--emit --modes"))
-    paths = jobs.emit(
-        args.site, out, str(image_path), args.repeats, args.ranks, args.root, only=only
-    )
+    site = sites.get(args.site)  # resolved once: every layer below takes the Site
+    paths = jobs.emit(site, out, str(image_path), args.repeats, args.ranks, args.root, only=only)
     print(f"climstack bench: {len(paths)} job scripts in {out} (plans in {out / 'plans'}):")
     for path in paths:
         print(f"  sbatch {path}")
-    lustre = jobs.site_lustre(args.site)
+    lustre = site.lustre
     if lustre:
         settings = len(jobs.stripe_settings(lustre))
         print(

@@ -13,6 +13,7 @@ from pathlib import Path
 from climstack.bind import families, loader, plan, remedy
 from climstack.common import process
 from climstack.errors import ClimstackError
+from climstack.inputs import sites
 from climstack.launch import launch, runtimes
 
 
@@ -47,7 +48,7 @@ def register(commands) -> None:
         check_arguments(args)
         view = loader.View(args.root)
         made = plan.make_plan(
-            args.site,
+            sites.get(args.site),  # resolved once, here
             args.mode,
             view,
             args.prefix,

@@ -7,6 +7,7 @@ from climstack.bind import families
 from climstack.bind.plan import Plan
 from climstack.check import parity, verify
 from climstack.errors import ClimstackError
+from climstack.inputs import sites
 from climstack.jobs.slurm import Component, script
 
 
@@ -61,7 +62,7 @@ def register(commands) -> None:
         if not args.no_verify:
             preflight(plan, args.image, components)
         text = script(
-            args.site,
+            sites.get(args.site),  # resolved once, here
             plan,
             str(args.image),
             components,

@@ -39,6 +39,21 @@ class Site:
     name: str
     path: Path
 
+    @property
+    def reference(self) -> str:
+        """How plans name it: the folder name for site/<name>, else the scope's path."""
+        return self.name if self.path == (SITES_DIR / self.name).resolve() else str(self.path)
+
+    @property
+    def slurm(self) -> dict:
+        """bind.yaml's `slurm:` (srun's MPI plug-in, options, partition)."""
+        return self.bind["slurm"]
+
+    @property
+    def lustre(self) -> dict | None:
+        """bind.yaml's `lustre:` (path, stripe counts and sizes), if the site has Lustre."""
+        return self.bind.get("lustre")
+
     @functools.cached_property
     def bind(self) -> dict:
         """bind.yaml (not a Spack section: Spack ignores the file), defaults filled."""
@@ -128,10 +143,9 @@ def _site(path: Path) -> Site:
     return Site(path.name, path)
 
 
-def get(site: "str | Site") -> Site:
-    """A site by name (a folder of site/) or by the path of a scope directory."""
-    if isinstance(site, Site):
-        return site
+def get(site: str) -> Site:
+    """A site by name (a folder of site/) or by the path of a scope directory: resolved
+    once, where the user names it (the CLI); every layer below takes the Site."""
     path = Path(site) if "/" in site else SITES_DIR / site
     if not path.is_dir():
         raise ClimstackError(

@@ -54,7 +54,7 @@ class Component:
 
 
 def script(
-    site: str,
+    site: sites.Site,
     plan: Plan,
     image: str,
     components: list[Component],
@@ -64,7 +64,7 @@ def script(
     parity_native: str = "",
     parity_probe: str = parity.DEFAULT_PROBE,
 ) -> str:
-    config = sites.get(site).bind["slurm"]
+    config = site.slurm
     het = len(components) > 1
     if het and export.upper() == "NONE":
         raise ClimstackError(
@@ -101,9 +101,9 @@ def script(
     return "\n".join(lines) + "\n"
 
 
-def preamble(site: str, components, job_name: str, export="ALL", extra=()) -> list[str]:
+def preamble(site: sites.Site, components, job_name: str, export="ALL", extra=()) -> list[str]:
     """The #SBATCH lines of a job (a het group per component) and its first commands."""
-    config = sites.get(site).bind["slurm"]
+    config = site.slurm
     lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --export={export}"]
     directives = [f"--{key}={value}" for key, value in config["directives"].items()]
     directives += [*config["extra_directives"], *extra]
@@ -119,13 +119,12 @@ def preamble(site: str, components, job_name: str, export="ALL", extra=()) -> li
     ]
 
 
-def srun(site: str) -> launchers.Launcher:
+def srun(site: sites.Site) -> launchers.Launcher:
     """The site's srun: its MPI plugin, every task bound to cores."""
-    mpi = sites.get(site).bind["slurm"]["mpi"]
-    return launchers.get("srun", mpi=mpi, options=["--cpu-bind=cores"])
+    return launchers.get("srun", mpi=site.slurm["mpi"], options=["--cpu-bind=cores"])
 
 
-def srun_options(site: str, component: Component, het_group: int | None = None) -> str:
+def srun_options(site: sites.Site, component: Component, het_group: int | None = None) -> str:
     """The site's srun options for one component (of het group `het_group`)."""
     argv = srun(site).argv(component.ntasks, component.nodes, het_group=het_group)
     return " ".join(argv[1:])

@@ -36,7 +36,7 @@ def container_section(env_dir: Path) -> dict:
     return section
 
 
-def target_site(env_dir: Path) -> str:
+def target_site(env_dir: Path) -> sites.Site:
     labels = container_section(env_dir).get("labels")
     site = labels.get(SITE_LABEL) if isinstance(labels, dict) else None
     if not isinstance(site, str) or site not in sites.known_sites():
@@ -45,15 +45,15 @@ def target_site(env_dir: Path) -> str:
             "not a site",
             fix=f"set it to one of: {', '.join(sites.known_sites())}",
         )
-    return site
+    return sites.get(site)
 
 
-def site_cray_mpich(site: str) -> str:
+def site_cray_mpich(site: sites.Site) -> str:
     """Version of the cray-mpich external in the site's merged Spack configuration."""
-    version = sites.get(site).external_version("cray-mpich")
+    version = site.external_version("cray-mpich")
     if not version:
         raise ClimstackError(
-            f"site {site} ({sites.get(site).path}) declares no cray-mpich "
+            f"site {site.name} ({site.path}) declares no cray-mpich "
             "external with a version in its merged packages config",
             fix="add the site's cray-mpich under packages:cray-mpich:externals "
             "(in the site scope or a scope it includes)",
