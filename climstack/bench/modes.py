@@ -7,7 +7,7 @@ under Charliecloud the ranks of the node join one container (`ch-run --join`). E
 program is verified under its mode's plan (`climstack verify`) before it runs.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from climstack.bench import catalogue
@@ -84,7 +84,7 @@ def container(
         made = plan.write(made, plan.default_directory(made))
         if work:  # this comparison's, not the plan's: not in the written plan
             work.mkdir(parents=True, exist_ok=True)
-            made.binds.append([str(work), str(work)])
+            made = replace(made, binds=[*made.binds, [str(work), str(work)]])
         chosen.prepare_image(made, image_dir)  # the mount points ch-run cannot create
     except ClimstackError as err:
         reason = f"no {plan_mode} plan: {err.message}" + (f"; fix: {err.fix}" if err.fix else "")
