@@ -10,34 +10,16 @@
 #                in the image (bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric) and
 #                write the report to the path it prints
 #   make test    set up, run the test suite
-.PHONY: setup local test bench stack-builds image-build native-build
+.PHONY: setup local test bench
 
 setup:
 	bin/setup
 
-local: setup
-	bin/climstack concretize
-	bin/climstack containerize
-	bin/climstack smoke local
-	$(MAKE) --no-print-directory -j 2 stack-builds
-	bin/climstack container-smoke container-archer2
-	bin/climstack registry-smoke local
-	bin/climstack bench local
-
-# the stack built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
-# natively (the local environment, the benchmarks' baseline). Each build is mostly one
-# compiler at a time (FMS and MOM6 compile their Fortran modules in dependency order),
-# so together they use both cores; both results are cached by their inputs. Their
-# progress lines interleave as they come (make's --output-sync would hold them). Without
-# make's MAKEFLAGS: Spack would take its --jobserver-auth, whose file descriptors make
-# closes for these (non-make) commands (OSError: Bad file descriptor)
-stack-builds: image-build native-build
-
-image-build:
-	env -u MAKEFLAGS -u MFLAGS bin/climstack image container-archer2
-
-native-build:
-	env -u MAKEFLAGS -u MFLAGS bin/climstack install local
+# the steps of climstack/workflow.py (setup first: it needs only the system's python3),
+# each reusing what its inputs' stamps find cached; it ends with each step's wall and CPU
+# seconds
+local:
+	python3 -m climstack.workflow local
 
 # one pytest process per CPU, each running whole modules (module fixtures built once), in
 # the order tests/conftest.py gives them (not xdist's largest-module-first)

@@ -26,12 +26,18 @@ GOALS = {
 
 
 def timed_make(target: str, environ: dict) -> float:
+    """Its wall seconds; `make local`'s own table of each step's wall and CPU seconds
+    (climstack/workflow.py) printed too."""
     start = time.monotonic()
     proc = subprocess.run(["make", target], cwd=PROJECT_ROOT, env=environ, capture_output=True)
     seconds = time.monotonic() - start
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout.decode()[-3000:] + proc.stderr.decode()[-3000:])
         raise SystemExit(f"make {target} failed after {seconds:.0f} s")
+    lines = proc.stdout.decode().splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("step ")), None)
+    if first is not None:
+        print("\n".join(lines[first:]), flush=True)
     return seconds
 
 

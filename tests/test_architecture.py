@@ -22,7 +22,7 @@ LAYERS = (
     ("check",),
     ("jobs",),
     ("bench",),
-    ("cli", "setup", "__main__"),
+    ("cli", "setup", "__main__", "workflow"),
 )
 RANK = {part: rank for rank, layer in enumerate(LAYERS) for part in layer}
 #: the only modules that may start processes (the runner) or name Spack's entry point

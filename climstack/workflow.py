@@ -1,0 +1,107 @@
+"""`make local`'s steps, run in order (some side by side), saying which step of how many
+it is on and what is left, and ending with each step's wall and CPU seconds: the CPU time
+of a step is its processes' user + system time (os.wait4's rusage, descendants included),
+so a figure from one machine can be judged on another whatever its cores.
+
+Standard library only: it runs before bin/setup has made the .venv.
+
+    python3 -m climstack.workflow local
+"""
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from climstack.common import process
+
+ROOT = Path(__file__).resolve().parent.parent
+CLIMSTACK = str(ROOT / "bin" / "climstack")
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    commands: tuple[tuple[str, ...], ...]  # run side by side
+
+
+@dataclass(frozen=True)
+class Timing:
+    name: str
+    wall: float
+    cpu: float
+
+
+#: the stack is built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
+#: natively (the benchmarks' baseline); each is mostly one compiler at a time, so together
+#: they use both cores. Every step reuses what its inputs' stamps find cached.
+LOCAL = (
+    Step("setup", (("bin/setup",),)),
+    Step("concretize every environment", ((CLIMSTACK, "concretize"),)),
+    Step("emit the container recipes", ((CLIMSTACK, "containerize"),)),
+    Step("local smoke slice", ((CLIMSTACK, "smoke", "local"),)),
+    Step(
+        "stack builds: ARCHER2 image | native",
+        ((CLIMSTACK, "image", "container-archer2"), (CLIMSTACK, "install", "local")),
+    ),
+    Step("SIF and container smoke", ((CLIMSTACK, "container-smoke", "container-archer2"),)),
+    Step("OCI registry smoke", ((CLIMSTACK, "registry-smoke", "local"),)),
+    Step("benchmarks", ((CLIMSTACK, "bench", "local"),)),
+)
+WORKFLOWS = {"local": LOCAL}
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def run_step(step: Step, environ: dict | None = None) -> tuple[Timing, int]:
+    """Run the step's commands side by side; (its timing, the first non-zero exit status)."""
+    start = time.monotonic()
+    # without make's MAKEFLAGS: Spack would take a --jobserver-auth whose descriptors are
+    # closed for these (non-make) commands
+    env = {k: v for k, v in (environ or os.environ).items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    cpu, status = process.side_by_side(step.commands, ROOT, env)
+    return Timing(step.name, time.monotonic() - start, cpu), status
+
+
+def run(steps, environ: dict | None = None) -> list[Timing]:
+    """Run `steps` in order; their timings. A failing step ends the run (SystemExit with
+    its status) after the table of the steps so far."""
+    timings: list[Timing] = []
+    for number, step in enumerate(steps, 1):
+        left = ", ".join(s.name for s in steps[number:]) or "nothing"
+        _say(f"==> step {number} of {len(steps)}: {step.name} (then: {left})")
+        timing, status = run_step(step, environ)
+        timings.append(timing)
+        _say(f"==> step {number} of {len(steps)}: {step.name}: {timing.wall:.0f} s")
+        if status:
+            _say(table(timings))
+            raise SystemExit(f"step {number} ({step.name}) failed with exit status {status}")
+    return timings
+
+
+def table(timings: list[Timing]) -> str:
+    """Each step's wall and CPU seconds, and the totals (CPU / wall: cores kept busy)."""
+    width = max(len(t.name) for t in timings)
+    lines = [f"{'step':<{width}}  {'wall s':>8}  {'CPU s':>8}  {'CPU/wall':>8}"]
+    total = Timing("total", sum(t.wall for t in timings), sum(t.cpu for t in timings))
+    for t in [*timings, total]:
+        ratio = t.cpu / t.wall if t.wall else 0.0
+        lines.append(f"{t.name:<{width}}  {t.wall:8.0f}  {t.cpu:8.0f}  {ratio:8.2f}")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    names = sys.argv[1:] if argv is None else argv
+    if len(names) != 1 or names[0] not in WORKFLOWS:
+        _say(f"usage: python3 -m climstack.workflow {{{','.join(WORKFLOWS)}}}")
+        return 2
+    print(table(run(WORKFLOWS[names[0]])), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
