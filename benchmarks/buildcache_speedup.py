@@ -37,9 +37,7 @@ from climstack.stack import debian_sources as ds
 from climstack.stack import environments, lock_cache, oci_cache, signing
 from climstack.stack import source_mirror as sm
 from climstack.stack.registry import Registry
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
-from support.centre import SLICE_SUITES, Centre, slice_env  # noqa: E402
+from climstack_dev.centre import SLICE_SUITES, Centre, slice_env
 
 
 def size(path: Path) -> str:

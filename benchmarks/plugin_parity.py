@@ -25,9 +25,7 @@ from climstack.bind import plugins
 from climstack.check import parity
 from climstack.inputs import sites
 from climstack.launch import runtimes
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # tests/support
-from support import programs as helpers  # noqa: E402
+from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 

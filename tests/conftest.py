@@ -9,13 +9,13 @@ from contextlib import ExitStack
 
 import pytest
 from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, registered here
-from support import centre
 
 from climstack import spack
 from climstack.common import atomic
 from climstack.pins import PROJECT_ROOT  # noqa: F401 - tests import it from here
 from climstack.pins import cache_dir
 from climstack.stack import environments
+from climstack_dev import centre
 
 # Host-independence: ignore the user's and the system's Spack configuration.
 os.environ["SPACK_DISABLE_LOCAL_CONFIG"] = "1"
@@ -60,15 +60,15 @@ def run_spack(*args, **kwargs):
 @pytest.fixture(scope="session")
 def centre_a():
     """Centre A of the buildcache tests (file:// and OCI): the slice built once and pushed
-    signed (centre_a of tests/support/centre.py)."""
+    signed (centre_a of climstack_dev/centre.py)."""
     return centre.centre_a()
 
 
 @pytest.fixture(scope="module")
 def image(tmp_path_factory):
-    """The Debian image with mpi-probe built against several MPIs (tests/support), as a
+    """The Debian image with mpi-probe built against several MPIs (climstack_dev), as a
     hard-linked copy: the mount points tests create go into the copy, never the cache."""
-    from support import programs
+    from climstack_dev import programs
 
     if not all(map(shutil.which, ("ch-run", "mmdebstrap", "gcc"))):  # what builds and runs it
         pytest.skip(needs_charliecloud.kwargs["reason"])

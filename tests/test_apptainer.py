@@ -11,8 +11,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import io_libraries
-from support import programs as helpers
 
 from climstack import pins
 from climstack.bind import plan as plans
@@ -22,6 +20,8 @@ from climstack.image import sif
 from climstack.inputs import sites
 from climstack.launch import runtimes, sid_apptainer
 from climstack.launch.runtimes import apptainer
+from climstack_dev import io_libraries
+from climstack_dev import programs as helpers
 
 PROBE = "/opt/probe/bin/mpi-probe"
 APPTAINER = apptainer.on_this_machine()

@@ -1,14 +1,12 @@
 """`apptainer build` of the committed recipe itself, offline: every network input is a build
 argument (%arguments, upstream by default), pointed here at local clones, a local clingo
 index and a source mirror, with the base supplied as `Bootstrap: localimage`. The probes
-slice is built end to end and the SIF is run (tests/support/recipe_build.py)."""
+slice is built end to end and the SIF is run (climstack_dev/recipe_build.py)."""
 
 import os
 import subprocess
 
 import pytest
-from support import programs as helpers
-from support import recipe_build
 
 from climstack import pins
 from climstack.bind import plan as plans
@@ -16,6 +14,8 @@ from climstack.errors import ClimstackError
 from climstack.image import build_args
 from climstack.launch.runtimes import apptainer
 from climstack.stack import containers, environments
+from climstack_dev import programs as helpers
+from climstack_dev import recipe_build
 
 APPTAINER = apptainer.on_this_machine()
 RECIPE = environments.resolve("container-archer2") / containers.RECIPE

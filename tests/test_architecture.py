@@ -77,7 +77,7 @@ def test_the_product_never_imports_the_test_support():
         f"climstack/{name} imports {module}"
         for name, tree in modules().items()
         for module in imported(tree)
-        if module.split(".")[0] in ("support", "tests", "conftest")
+        if module.split(".")[0] in ("climstack_dev", "tests", "conftest")
     ]
     assert not found, "\n".join(found)
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT_ROOT, cpus_alone
-from support import io_libraries, programs
 
 from climstack import setup as climstack_setup
 from climstack.bench import catalogue, collect, local, modes, report, runner
@@ -22,6 +21,7 @@ from climstack.bind import elf
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check, sif
 from climstack.stack import bench_sources, environments
+from climstack_dev import io_libraries, programs
 
 MODES = tuple(catalogue.names(local=True))
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import slurm_cluster
 from conftest import PROJECT_ROOT, cpus_alone
-from support import cray_tree
 
 from climstack.bench import collect, jobs, local, matrix, runner
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
 from climstack.stack import environments
+from climstack_dev import cray_tree
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
 SEEDS = {"mpibench-xpmem", "osu-latency", "osu-allgather", "netcdf-bench", "benchio", "mom6"}

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support import cray_tree
-from support import programs as helpers
 
 from climstack import pins
 from climstack.bind import discover, loader
@@ -20,6 +18,8 @@ from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack.stack import containers
+from climstack_dev import cray_tree
+from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 

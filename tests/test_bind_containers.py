@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 from conftest import needs_charliecloud
-from support import programs as helpers
 
 from climstack import pins
 from climstack.bind import loader
@@ -18,6 +17,7 @@ from climstack.check import verify
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack.launch.runtimes import apptainer
+from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 

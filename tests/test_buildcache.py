@@ -16,12 +16,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.centre import Centre
 
 from climstack.errors import ClimstackError
 from climstack.stack import buildcache as bc
 from climstack.stack import signing
 from climstack.stack import source_mirror as sm
+from climstack_dev.centre import Centre
 
 
 def spack_find(centre: Centre, env: Path) -> dict[str, str]:

@@ -10,10 +10,10 @@ import subprocess
 
 import yaml
 from conftest import PROJECT_ROOT, git_status
-from support import IN_SPACK
 
 from climstack import spack
 from climstack.stack import environments, lock_cache
+from climstack_dev import IN_SPACK
 
 
 def tracked_manifests() -> dict[str, bytes]:

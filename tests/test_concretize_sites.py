@@ -3,11 +3,11 @@
 import pytest
 import yaml
 from conftest import lock_nodes, roots
-from support import LOCK_HASHES
 
 from climstack import spack
 from climstack.cray.drift import cray_sites
 from climstack.stack import environments, lock_cache
+from climstack_dev import LOCK_HASHES
 
 #: site -> (target of its compute nodes' CPU, OS of the Cray PE externals), from the
 #: machines' published hardware: ARCHER2 EPYC 7742, Gaea C5 EPYC 7H12, Gaea C6 EPYC 9654,

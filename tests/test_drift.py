@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT_ROOT, run_spack
-from support.cpe_tree import cpe_tree
 
 from climstack.__main__ import main
 from climstack.cray import cray_pe
+from climstack_dev.cpe_tree import cpe_tree
 
 CLI = str(PROJECT_ROOT / "bin" / "climstack")
 

@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import needs_charliecloud
-from support import cray_tree, io_libraries
-from support import programs as helpers
 from test_bind_containers import probe, ready, run
 
 from climstack import pins
@@ -23,6 +21,8 @@ from climstack.bind import plan as plans
 from climstack.check import verify
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
+from climstack_dev import cray_tree, io_libraries
+from climstack_dev import programs as helpers
 
 NC_WRITER = "/opt/probe/bin/nc-writer"
 H5_WRITER = "/opt/probe/bin/h5-writer"

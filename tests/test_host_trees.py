@@ -18,14 +18,14 @@ from unittest import mock
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.cpe_tree import cpe_tree
-from support.cray_tree import cray_tree
 
 from climstack.__main__ import main
 from climstack.common import process
 from climstack.cray import drift
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
+from climstack_dev.cpe_tree import cpe_tree
+from climstack_dev.cray_tree import cray_tree
 
 BOUND_S = 30  # one reader's run on a small tree takes well under a second
 #: the same examples every run (CI never meets a new one by chance); small trees, few steps

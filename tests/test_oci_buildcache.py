@@ -14,8 +14,6 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from support import centre
-from support.centre import Centre
 
 from climstack.bind import plan
 from climstack.check import container_smoke
@@ -26,6 +24,8 @@ from climstack.launch import oci_images
 from climstack.stack import buildcache as bc
 from climstack.stack import oci_cache, signing
 from climstack.stack.registry import Registry
+from climstack_dev import centre
+from climstack_dev.centre import Centre
 
 SLICE = {"xpmem-stub", "mpi-probe", "netcdf-c"}
 

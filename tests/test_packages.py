@@ -5,10 +5,10 @@ import sys
 
 import pytest
 from conftest import PROJECT_ROOT
-from support import IN_SPACK
 
 from climstack import spack
 from climstack.stack import environments
+from climstack_dev import IN_SPACK
 
 PACKAGES = sorted(p.name for p in (PROJECT_ROOT / "repo" / "packages").iterdir())
 

@@ -6,12 +6,13 @@ import dataclasses
 from pathlib import PurePosixPath
 
 import pytest
-from support import cray_tree
 
-from climstack.bind import loader, stages
+from climstack.bind import loader
 from climstack.bind import plan as planner
+from climstack.bind import stages
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
+from climstack_dev import cray_tree
 
 ENVIRON = {"LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64"}
 

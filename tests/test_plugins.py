@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import needs_charliecloud
-from support import cray_tree
-from support import programs as helpers
 
 from climstack import pins
 from climstack.bind import loader
@@ -20,6 +18,8 @@ from climstack.check import parity
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.launch import runtimes
+from climstack_dev import cray_tree
+from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 

@@ -6,14 +6,14 @@ Apptainer, the image untouched; the trace shows which libmpich loaded."""
 import subprocess
 
 import pytest
-from support import foreign_image
-from support import programs as helpers
 
 from climstack.bind import plan as planner
 from climstack.bind import remedy
 from climstack.check import verify
 from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
+from climstack_dev import foreign_image
+from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 

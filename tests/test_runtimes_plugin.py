@@ -1,5 +1,5 @@
 """Runtimes and launchers are plug-ins: a runtime module that climstack never names (the
-test double tests/support/runtimes/double.py, found through CLIMSTACK_RUNTIME_PATH as the
+test double climstack_dev/runtimes/double.py, found through CLIMSTACK_RUNTIME_PATH as the
 registry finds every module of climstack/launch/runtimes) works with `climstack bind`,
 `climstack slurm`, launch() and verify's run; and no code outside launch/runtimes/ branches
 on a runtime's name."""
@@ -19,7 +19,7 @@ from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
 from climstack.launch.runtimes.base import Runtime
 
-DOUBLES = PROJECT_ROOT / "tests" / "support" / "runtimes"
+DOUBLES = PROJECT_ROOT / "climstack_dev" / "runtimes"
 WITH_DOUBLE = {runtimes.PATH_VARIABLE: str(DOUBLES)}
 
 

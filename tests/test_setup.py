@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 from conftest import PROJECT_ROOT, run_spack
-from support import IN_SPACK
 
-from climstack import pins, spack
+from climstack import pins
 from climstack import setup as climstack_setup
+from climstack import spack
 from climstack.bind import elf
 from climstack.inputs import sites
+from climstack_dev import IN_SPACK
 
 
 def setup(**env):

@@ -3,13 +3,13 @@ carries what the site's container guide binds by hand (site/<site>/bind.yaml), a
 for the runtime the site runs (Singularity on ARCHER2 and Setonix, Apptainer on Gaea)."""
 
 import pytest
-from support import cray_tree
 
 from climstack.bind import loader
 from climstack.bind import plan as plans
 from climstack.cray.drift import cray_sites
 from climstack.inputs import sites
 from climstack.launch import runtimes
+from climstack_dev import cray_tree
 
 CRAY_SITES = cray_sites()
 #: the module environment: this tree's libfabric (each site pins its own version)

@@ -8,8 +8,6 @@ import subprocess
 import pytest
 import slurm_cluster
 from conftest import cpus_alone
-from support import cray_tree, foreign_image
-from support import programs as helpers
 
 from climstack import pins
 from climstack.bind import loader
@@ -19,6 +17,8 @@ from climstack.inputs import sites
 from climstack.jobs import slurm
 from climstack.launch import runtimes
 from climstack.launch.runtimes import apptainer
+from climstack_dev import cray_tree, foreign_image
+from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 

@@ -7,8 +7,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import cray_tree
-from support import programs as helpers
 
 from climstack import pins
 from climstack.bind import elf, loader
@@ -16,6 +14,8 @@ from climstack.bind import plan as planner
 from climstack.check import verify
 from climstack.inputs import sites
 from climstack.launch import runtimes
+from climstack_dev import cray_tree
+from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
 

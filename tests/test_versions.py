@@ -16,7 +16,7 @@ from climstack.common import versions
 from climstack.cray import mpich_base
 from climstack.inputs import sites
 
-SUPPORT = PROJECT_ROOT / "tests" / "support"
+SUPPORT = PROJECT_ROOT / "climstack_dev"
 
 
 def old_version_key(version: str) -> tuple:

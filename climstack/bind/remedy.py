@@ -23,7 +23,7 @@ REMEDIES = ("preload", "inhibit", "runpath")
 #: where the plan directory's patched copies are bound in the container
 REMEDY_DIR = "/opt/climstack/bind/remedy"
 #: the oldest glibc whose ld.so takes the option: --preload is new in glibc 2.30 (its
-#: NEWS); `--inhibit-rpath ''` measured from 2.31 on (tests/support/old_loaders.py: 2.31,
+#: NEWS); `--inhibit-rpath ''` measured from 2.31 on (climstack_dev/old_loaders.py: 2.31,
 #: 2.36, 2.41; no older loader is reachable here)
 NEEDS_GLIBC = {"preload": (2, 30), "inhibit": (2, 31)}
 DEFAULT_INTERPRETER = "/lib64/ld-linux-x86-64.so.2"

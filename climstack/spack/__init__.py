@@ -4,7 +4,7 @@ Python (`spack python`, scripts/) with their JSON results.
 
 A `Spack` is one Spack instance: the pinned Spack with its environment variables and the
 config scopes every command gets. DEFAULT is the user's; an isolated test centre
-(tests/support/centre.py) is another. Code that drives either takes `spack: Spack = DEFAULT`.
+(climstack_dev/centre.py) is another. Code that drives either takes `spack: Spack = DEFAULT`.
 """
 
 import json

@@ -6,7 +6,7 @@ One centre builds and pushes (`spack buildcache push --update-index`, signed wit
 (site/*/config.yaml `padded_length`) lets Spack rewrite every path on relocation.
 
 Every function takes `spack`, a climstack.spack.Spack (default: the user's), so the same
-code drives the user's Spack or the Centre of tests/support/centre.py (an isolated Spack
+code drives the user's Spack or the Centre of climstack_dev/centre.py (an isolated Spack
 instance, as in the tests and benchmark). Signing keys (`climstack buildcache key`) live in
 climstack.stack.signing.
 """

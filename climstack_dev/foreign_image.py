@@ -7,7 +7,7 @@ MPICH library directory:
 - probe-rpath: the project's mpi-probe (repo/packages/mpi-probe/mpi_probe.c);
 - fortran-rpath: fixed-form Fortran through mpif.h, whose MPI_IN_PLACE lives in MPICH's
   mpipriv1_ common block (libmpichfort.so.12).
-`python -m support.foreign_image` builds it (timed) and runs both under the image's mpiexec.
+`python -m climstack_dev.foreign_image` builds it (timed) and runs both under the image's mpiexec.
 """
 
 import shutil
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from support import io_libraries, programs
+from climstack_dev import io_libraries, programs
 
 from climstack import pins
 from climstack.common import atomic, process, stamp

@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from support import programs
+from climstack_dev import programs
 
 from climstack import pins
 from climstack.common import atomic, process, stamp

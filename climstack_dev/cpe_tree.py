@@ -5,7 +5,7 @@ with the modulerc.lua that makes that release's versions the defaults."""
 
 from pathlib import Path
 
-from support.cray_tree import shared_library
+from climstack_dev.cray_tree import shared_library
 
 from climstack.cray.cray_pe import COMPONENTS, release_table
 

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from support import io_libraries
+from climstack_dev import io_libraries
 
 from climstack import pins
 from climstack.common import atomic, process, stamp
