@@ -135,3 +135,49 @@ def test_climstack_concretize_refuses_a_negative_job_count(env):
     )
     assert proc.returncode == 2 and "--jobs -1" in proc.stderr and "fix:" in proc.stderr
     assert not (env / "spack.lock").exists()
+
+
+def test_a_host_independent_solve_is_keyed_without_the_host(env):
+    """ARCHER2's scope requires target=zen2 os=sles15 with host_compatible: false: another
+    host makes the same key; without those requirements the host counts."""
+    reported = lock_cache.report(env)
+    assert lock_cache.host_independent(reported["config"])
+    elsewhere = {**reported, "host": ["linux", "rocky9", "sapphirerapids"]}
+    assert lock_cache.key(elsewhere) == lock_cache.key(reported)
+    packages = {**reported["config"]["packages"], "all": {}}
+    hosted = {**reported, "config": {**reported["config"], "packages": packages}}
+    assert not lock_cache.host_independent(hosted["config"])
+    assert lock_cache.key({**hosted, "host": elsewhere["host"]}) != lock_cache.key(hosted)
+
+
+def test_a_committed_lockfile_is_copied_in_and_a_changed_input_solved_again(
+    side_by_side, tmp_path, monkeypatch
+):
+    """A newcomer's empty cache: the committed lockfile of the same key is used without a
+    solve; an input changed since (a definition's `when:`) makes another key: solved."""
+    solved, _, _ = side_by_side
+    monkeypatch.setattr(lock_cache, "COMMITTED", tmp_path / "committed")
+    monkeypatch.setattr(lock_cache, "store", lambda: tmp_path / "empty-cache")
+    saved = lock_cache.save(solved)
+    assert saved == tmp_path / "committed" / f"{key(solved)}.lock"
+    env = make_env(tmp_path / "newcomer")
+    assert lock_cache.concretize(env) is True  # reused: no solve
+    assert dag_hashes(env) == dag_hashes(solved)
+    recipe = env.parent / "repo" / "packages" / "xpmem-stub" / "package.py"
+    recipe.write_text(recipe.read_text() + "\n# changed since the lockfile was committed\n")
+    assert lock_cache.concretize(env) is False  # another key: solved
+
+
+def test_the_committed_lockfiles_are_the_cray_sites_current_ones():
+    """environments/locks holds one lockfile per host-independent environment, each under
+    the key of the environment's inputs today (`climstack concretize --save-locks`)."""
+    committed = {path.stem for path in lock_cache.COMMITTED.glob("*.lock")}
+    expected = {}
+    for name, env_dir in environments.find_environments().items():
+        reported = lock_cache.report(env_dir)
+        if lock_cache.host_independent(reported["config"]):
+            expected[name] = lock_cache.key(reported)
+    assert set(expected) == {"archer2", "gaea-c5", "gaea-c6", "setonix"}  # the Cray sites
+    stale = {name: k for name, k in expected.items() if k not in committed}
+    assert not stale, f"run `bin/climstack concretize --save-locks` and commit: {stale}"
+    assert committed == set(expected.values())

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from climstack import spack
+from climstack import pins, spack
 from climstack.errors import ClimstackError
+from climstack.stack import lock_cache
 from climstack.stack.environments import (
     absolute_manifest,
     check,
@@ -38,6 +39,17 @@ def concretize_all(names: list[str], reuse: bool = True, jobs: int = 0):
         raise failed[0]
 
 
+def save_locks(names: list[str], prune: bool) -> None:
+    """Commit the lockfiles of the host-independent environments (lock_cache.COMMITTED);
+    `prune`: remove the committed ones no environment's inputs name any more."""
+    saved = {path for name in names if (path := lock_cache.save(resolve(name)))}
+    for path in sorted(saved):
+        print(f"saved {path.relative_to(pins.PROJECT_ROOT)}")
+    for stale in sorted(set(lock_cache.COMMITTED.glob("*.lock")) - saved) if prune else ():
+        stale.unlink()
+        print(f"removed {stale.relative_to(pins.PROJECT_ROOT)} (inputs changed)")
+
+
 def create_named(name: str, env_dir: Path) -> None:
     """`spack env create NAME` from a project environment, its includes made absolute
     (Spack 1.1 copies the manifest verbatim, so relative includes would break)."""
@@ -57,6 +69,8 @@ def register(commands) -> None:
         names = args.environments or list(find_environments())
         for name, seconds in concretize_all(names, not args.no_reuse, args.jobs):
             print(f"{name}: concretized --fresh in {seconds:.1f} s", flush=True)
+        if args.save_locks:
+            save_locks(names, prune=not args.environments)
 
     def run_named(args):
         create_named(args.name, resolve(args.environment or args.name))
@@ -82,6 +96,12 @@ def register(commands) -> None:
                 "--no-reuse",
                 action="store_true",
                 help="solve even when an earlier concretization had the same inputs",
+            )
+            sub.add_argument(
+                "--save-locks",
+                action="store_true",
+                help="then commit the host-independent environments' lockfiles under "
+                "environments/locks/<key>.lock (a developer's step: it writes tracked files)",
             )
             sub.add_argument(
                 "-j",

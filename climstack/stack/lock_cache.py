@@ -8,6 +8,12 @@ same key is copied in instead of solving again; any change to a recipe, a scope 
 solves afresh. Entries live in the user cache (locks/<key>.lock), shared by every checkout
 and by copies of an environment elsewhere (the tests' temporary environments).
 
+An environment whose solve does not depend on the host (every package required to a target
+and an OS, `host_compatible: false`: the Cray sites) is keyed without the host, and its
+lockfile may be committed under environments/locks/<key>.lock (`climstack concretize
+--save-locks`): a newcomer's machine copies it in instead of solving, and any changed input
+makes another key, which is solved again.
+
 Spack's own concretization cache (concretizer:concretization_cache) is not used: it still
 runs the ~10 s problem setup, and its key leaves recipe changes out (spack/spack#51553).
 """
@@ -23,6 +29,8 @@ from climstack.spack import DEFAULT, Spack
 
 #: the sections Spack loads (and so validates) before reporting the inputs
 SECTIONS = "concretizer config definitions include mirrors modules packages repos".split()
+#: the committed lockfiles of host-independent environments, by key
+COMMITTED = pins.PROJECT_ROOT / "environments" / "locks"
 
 
 def report(env_dir: Path, spack: Spack = DEFAULT) -> dict:
@@ -40,6 +48,10 @@ def concretize(
     solved, solving = entry(digest), []
 
     def fill(lockfile: Path):
+        committed = COMMITTED / f"{digest}.lock"
+        if reuse and committed.is_file():  # solved from the same inputs where it was committed
+            shutil.copy2(committed, lockfile)
+            return
         with progress.step(f"concretizing {env_dir} --fresh"):
             spack.run("concretize", "--fresh", "--force", env=env_dir)
         shutil.copy2(env_dir / "spack.lock", lockfile)
@@ -63,9 +75,33 @@ def store() -> Path:
     return pins.cache_dir() / "locks"
 
 
+def host_independent(config: dict) -> bool:
+    """Does the solve leave the host out: every package required to a target and an OS,
+    and targets the host cannot run allowed (the Cray sites' scopes)?"""
+    required = ((config.get("packages") or {}).get("all") or {}).get("require") or []
+    text = " ".join(map(str, required if isinstance(required, list) else [required]))
+    targets = (config.get("concretizer") or {}).get("targets") or {}
+    return "target=" in text and "os=" in text and targets.get("host_compatible") is False
+
+
+def save(env_dir: Path, spack: Spack = DEFAULT) -> Path | None:
+    """Commit the environment's lockfile under its key if its solve is host-independent
+    (environments/locks/<key>.lock, a tracked file: a developer's deliberate step)."""
+    reported = report(env_dir, spack)
+    if not host_independent(reported["config"]):
+        return None
+    target = COMMITTED / f"{key(reported)}.lock"
+    COMMITTED.mkdir(exist_ok=True)
+    atomic.write_text(target, (env_dir / "spack.lock").read_text())
+    return target
+
+
 def key(reported: dict) -> str:
-    """The key of an environment from what report() returns."""
+    """The key of an environment from what report() returns (without the host for a
+    host-independent one)."""
     inputs = dict(reported)
+    if host_independent(inputs["config"]):
+        inputs.pop("host")
     builtin = str(pins.builtin_repo_root())
     repos = [
         pins.SPACK_PACKAGES.commit if root == builtin else stamp.tree(Path(root))
