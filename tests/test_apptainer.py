@@ -20,6 +20,7 @@ from climstack.image import sif
 from climstack.inputs import sites
 from climstack.launch import runtimes, sid_apptainer
 from climstack.launch.runtimes import apptainer
+from climstack_dev import images as dev_images
 from climstack_dev import io_libraries
 from climstack_dev import programs as helpers
 
@@ -235,15 +236,9 @@ def test_verify_reads_a_sif_built_elsewhere(image, tmp_path):
 @pytest.fixture(scope="module")
 def built_sif():
     """The container-archer2 image (where test_image.py builds it) made into a SIF."""
-    image_dir = images.build(
-        "container-archer2", pins.cache_dir() / "images" / "tests-container-archer2"
-    )
+    image_dir = images.build("container-archer2", dev_images.image_dir("container-archer2"))
     return (
-        sif.build(
-            "container-archer2",
-            pins.cache_dir() / "images" / "tests-container-archer2.sif",
-            image_dir,
-        ),
+        sif.build("container-archer2", dev_images.sif_path("container-archer2"), image_dir),
         image_dir,
     )
 

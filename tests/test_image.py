@@ -12,6 +12,7 @@ from climstack import pins
 from climstack.bind import elf
 from climstack.common import cache
 from climstack.image import image, image_check
+from climstack_dev import images
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +21,7 @@ def archer2_image():
     the user's image (`climstack image`, the default destination) is left alone."""
     if not all(map(shutil.which, ("ch-run", "mmdebstrap"))):
         pytest.skip("needs Debian's charliecloud and mmdebstrap (bin/setup installs them)")
-    destination = pins.cache_dir() / "images" / "tests-container-archer2"
+    destination = images.image_dir("container-archer2")
     assert destination != image.default_destination("container-archer2")
     return image.build("container-archer2", destination)
 

@@ -168,6 +168,11 @@ def _stamp(recipe_text: str) -> str:
     )
 
 
+def inputs_key(name: str) -> str:
+    """The key of everything the image of environment `name` is made from."""
+    return _stamp(containers.recipe(environments.resolve(name)))
+
+
 def build(name: str, destination: Path, force: bool = False, twin: Path | None = None) -> Path:
     """Build (or reuse, when its inputs are unchanged) the image directory of `name`; an
     image `twin` (default: the one at the default destination) built from the same inputs
