@@ -69,14 +69,14 @@ def test_parity_preflight_runs_on_the_first_node_and_stops_a_job_that_lost_provi
     native = helpers.compile_probe(helpers.debian_mpich(), tmp_path / "native" / "mpi-probe")
     plan = plan_for("bind", image, tmp_path)
     components = [slurm.Component(2, 2, [PROBE])]
-    text = slurm.script(
-        sites.get("local"),
-        plan,
-        str(image),
-        components,
-        parity_native=str(native),
-        parity_probe=PROBE,
-    )
+
+    def script(made):
+        local = sites.get("local")
+        return slurm.script(
+            local, made, str(image), components, parity_native=str(native), parity_probe=PROBE
+        )
+
+    text = script(plan)
     assert (
         "parity --plan=" in text
         and "'--launcher=srun --mpi=pmi2 --nodes=1 --ntasks=2 --overcommit'" in text
@@ -87,15 +87,7 @@ def test_parity_preflight_runs_on_the_first_node_and_stops_a_job_that_lost_provi
 
     broken = plans.make_plan(sites.get("local"), environ={})
     del broken.links["ucx"]
-    broken = plans.write(broken, tmp_path / "broken")
-    text = slurm.script(
-        sites.get("local"),
-        broken,
-        str(image),
-        components,
-        parity_native=str(native),
-        parity_probe=PROBE,
-    )
+    text = script(plans.write(broken, tmp_path / "broken"))
     code, output = submit(cluster, text, tmp_path, "parity-broken")
     assert code != 0 and "LOST PROVIDER: ucx:ib" in output
     assert "pingpong" not in output.split("parity: FAILED")[1]  # the job step never ran

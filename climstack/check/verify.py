@@ -2,19 +2,22 @@
 
 Reads, without running anything: DT_NEEDED, RPATH vs RUNPATH, which libmpi.so.12 and
 libxpmem.so.0 the loader would pick inside the image with the plan's binds and
-LD_LIBRARY_PATH, the MPICH base of both sides, the glibc symbol versions the bound host
-libraries need from the image's C library, and the symbol check: every MPI_*/PMPI_*/MPIX_*
-symbol that the executable and its MPI-using libraries import must be exported by the host
-MPI. Then, with --run, runs it (mpi-probe) under the plan to show which MPI really loaded.
+LD_LIBRARY_PATH (under the plan's RPATH remedy, if any), the MPICH base of both sides (the
+image's no newer than the host's), the glibc symbol versions the bound host libraries need
+from the image's C library, and the symbol check: every MPI symbol the executable and its
+MPI-using libraries import (C, the Fortran bindings, gfortran's module procedures, MPICH's
+link constants and common blocks) must be exported by the host MPI. An RPATH that keeps the
+host MPI out is refused with the remedies that would apply. Then, with --run, runs it
+(mpi-probe) under the plan to show which MPI really loaded.
 """
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from climstack.bind import discover, elf, loader, remedy
 from climstack.bind.plan import LINKS_DIR, Plan
 from climstack.check import family_check
+from climstack.check.verdict import Report, render  # noqa: F401 (verify.render)
 from climstack.cray import mpich_base
 from climstack.common import process
 from climstack.launch import launch, launchers, runtimes
@@ -22,34 +25,6 @@ from climstack.launch import launch, launchers, runtimes
 WATCHED = ("libmpi.so.12", "libxpmem.so.0")
 FORTRAN_MPI = discover.ABI_NAMES["libmpifort.so.12"]
 ALL_MPI_NAMES = {name for names in discover.ABI_NAMES.values() for name in names}
-
-
-@dataclass
-class Report:
-    executable: str
-    needed: list[str] = field(default_factory=list)
-    rpath: list[str] = field(default_factory=list)
-    runpath: list[str] = field(default_factory=list)
-    picks: dict[str, dict] = field(default_factory=dict)  # WATCHED name -> path, rule, host
-    image_mpi: str = ""  # MPICH version of what the image would load without the plan
-    host_mpi: str = ""
-    image_base: str = ""  # the ANL MPICH release each side is built on
-    host_base: str = ""
-    glibc: str = ""  # the image's C library
-    remedy: str = ""  # the plan's RPATH remedy, under which the loader was followed
-    remedies: dict[str, str] = field(default_factory=dict)  # name -> "" (applies) or why not
-    importers: list[str] = field(default_factory=list)  # files whose MPI imports count
-    imported: int = 0
-    exported: int = 0
-    missing: list[str] = field(default_factory=list)  # imported MPI symbols the host lacks
-    glibc_missing: list[str] = field(default_factory=list)
-    version_missing: list[str] = field(default_factory=list)  # "V of F, needed by G"
-    families: dict[str, dict] = field(default_factory=dict)  # run.family_check's reports
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
 
 
 def _glibc_versions(libraries, libc: elf.Elf | None) -> list[str]:
@@ -338,50 +313,6 @@ def _check_glibc(report: Report, host_libs: list, top, plain: loader.View | None
             f"the bound host libraries need {', '.join(report.glibc_missing)} from the "
             "image's C library, which lacks them (use an image with a newer glibc)"
         )
-
-
-def render(report: Report) -> str:
-    lines = [
-        f"executable: {report.executable}",
-        f"  DT_NEEDED: {' '.join(report.needed)}",
-        f"  DT_RPATH: {':'.join(report.rpath) or '-'}   "
-        f"DT_RUNPATH: {':'.join(report.runpath) or '-'}",
-    ]
-    for name, pick in report.picks.items():
-        lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
-    lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
-    if report.glibc:
-        lines.append(f"  image glibc: {report.glibc}")
-    if report.remedies:
-        lines.append(
-            "  RPATH remedies: "
-            + "; ".join(f"{how}: {why or 'applies'}" for how, why in report.remedies.items())
-        )
-    if report.remedy:
-        lines.append(f"  followed under --rpath-remedy {report.remedy}")
-    if report.version_missing:
-        lines.append(f"  symbol versions missing: {'; '.join(report.version_missing)}")
-    lines.append(
-        f"  MPI symbols imported: {report.imported} (by {len(report.importers)} "
-        f"files), exported by the host MPI: {report.exported}, missing: "
-        f"{len(report.missing)}"
-    )
-    for name, family in report.families.items():
-        if "imported" in family:
-            lines.append(
-                f"  {name}: from the host {' '.join(family['from_host']) or '-'}; symbols "
-                f"imported {family['imported']}, exported by the host "
-                f"{family['exported']}, missing {len(family['missing'])}"
-            )
-        if versions := family.get("versions"):
-            lines.append(
-                f"  HDF5: image {versions['image'] or '?'}, loaded under the plan "
-                f"{versions['host'] or '?'} {versions.get('override', '')}".rstrip()
-            )
-    for problem in report.problems:
-        lines.append(f"  REFUSED: {problem}")
-    lines.append("verdict: " + ("ok" if report.ok else "refused"))
-    return "\n".join(lines)
 
 
 PROBE_KEYS = ("library", "loaded", "ranks", "pingpong")

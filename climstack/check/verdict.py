@@ -1,0 +1,76 @@
+"""What `climstack verify` found about one executable, and its rendering: the loader's
+picks, both sides' MPI, the symbol counts, the remedies, and every reason for refusal."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Report:
+    executable: str
+    needed: list[str] = field(default_factory=list)
+    rpath: list[str] = field(default_factory=list)
+    runpath: list[str] = field(default_factory=list)
+    picks: dict[str, dict] = field(default_factory=dict)  # WATCHED name -> path, rule, host
+    image_mpi: str = ""  # MPICH version of what the image would load without the plan
+    host_mpi: str = ""
+    image_base: str = ""  # the ANL MPICH release each side is built on
+    host_base: str = ""
+    glibc: str = ""  # the image's C library
+    remedy: str = ""  # the plan's RPATH remedy, under which the loader was followed
+    remedies: dict[str, str] = field(default_factory=dict)  # name -> "" (applies) or why not
+    importers: list[str] = field(default_factory=list)  # files whose MPI imports count
+    imported: int = 0
+    exported: int = 0
+    missing: list[str] = field(default_factory=list)  # imported MPI symbols the host lacks
+    glibc_missing: list[str] = field(default_factory=list)
+    version_missing: list[str] = field(default_factory=list)  # "V of F, needed by G"
+    families: dict[str, dict] = field(default_factory=dict)  # run.family_check's reports
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def render(report: Report) -> str:
+    lines = [
+        f"executable: {report.executable}",
+        f"  DT_NEEDED: {' '.join(report.needed)}",
+        f"  DT_RPATH: {':'.join(report.rpath) or '-'}   "
+        f"DT_RUNPATH: {':'.join(report.runpath) or '-'}",
+    ]
+    for name, pick in report.picks.items():
+        lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
+    lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
+    if report.glibc:
+        lines.append(f"  image glibc: {report.glibc}")
+    if report.remedies:
+        lines.append(
+            "  RPATH remedies: "
+            + "; ".join(f"{how}: {why or 'applies'}" for how, why in report.remedies.items())
+        )
+    if report.remedy:
+        lines.append(f"  followed under --rpath-remedy {report.remedy}")
+    if report.version_missing:
+        lines.append(f"  symbol versions missing: {'; '.join(report.version_missing)}")
+    lines.append(
+        f"  MPI symbols imported: {report.imported} (by {len(report.importers)} "
+        f"files), exported by the host MPI: {report.exported}, missing: "
+        f"{len(report.missing)}"
+    )
+    for name, family in report.families.items():
+        if "imported" in family:
+            lines.append(
+                f"  {name}: from the host {' '.join(family['from_host']) or '-'}; symbols "
+                f"imported {family['imported']}, exported by the host "
+                f"{family['exported']}, missing {len(family['missing'])}"
+            )
+        if versions := family.get("versions"):
+            lines.append(
+                f"  HDF5: image {versions['image'] or '?'}, loaded under the plan "
+                f"{versions['host'] or '?'} {versions.get('override', '')}".rstrip()
+            )
+    for problem in report.problems:
+        lines.append(f"  REFUSED: {problem}")
+    lines.append("verdict: " + ("ok" if report.ok else "refused"))
+    return "\n".join(lines)
