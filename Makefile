@@ -19,7 +19,7 @@ setup:
 # each reusing what its inputs' stamps find cached; it ends with each step's wall and CPU
 # seconds
 local:
-	python3 -m climstack.workflow local
+	CLIMSTACK_STEPS_PATH="$$PATH" python3 -m climstack.workflow local
 
 # one pytest process per CPU, each running whole modules (module fixtures built once), in
 # the order tests/conftest.py gives them (not xdist's largest-module-first)

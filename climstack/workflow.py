@@ -61,8 +61,10 @@ def run_step(step: Step, environ: dict | None = None) -> tuple[Timing, int]:
     """Run the step's commands side by side; (its timing, the first non-zero exit status)."""
     start = time.monotonic()
     # without make's MAKEFLAGS: Spack would take a --jobserver-auth whose descriptors are
-    # closed for these (non-make) commands
+    # closed for these (non-make) commands; with make's PATH (CLIMSTACK_STEPS_PATH), not
+    # the one a python3 shim hands down (pyenv puts its interpreter's bin/ first)
     env = {k: v for k, v in (environ or os.environ).items() if k not in ("MAKEFLAGS", "MFLAGS")}
+    env["PATH"] = env.pop("CLIMSTACK_STEPS_PATH", env.get("PATH", os.defpath))
     cpu, status = process.side_by_side(step.commands, ROOT, env)
     return Timing(step.name, time.monotonic() - start, cpu), status
 

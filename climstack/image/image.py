@@ -219,9 +219,9 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
             push = ["buildcache", "push", "--unsigned", "--update-index", BUILDS_MIRROR]
             _ch_run(work, spack, "-e", IMAGE_ENV, *push)
         stub = _ch_run(work, spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub").stdout.strip()
-        _ch_run(
+        _ch_run(  # the image's Python (python3-pyelftools), not ours bound in beside it
             work,
-            "python3",
+            "/usr/bin/python3",
             "-m",
             "climstack.image.image_check",
             VIEW,
