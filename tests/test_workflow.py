@@ -44,3 +44,13 @@ def test_a_failing_step_stops_the_run_after_the_table(capsys):
 def test_make_local_runs_the_workflow_and_setup_first():
     assert workflow.LOCAL[0].commands == (("bin/setup",),)
     assert workflow.main(["nonsense"]) == 2
+
+
+def test_the_steps_get_makes_path_not_the_shims(tmp_path):
+    """pyenv's python3 puts its own bin/ first on PATH; the steps run with make's."""
+    out = tmp_path / "path"
+    write = f"import os; open({str(out)!r}, 'w').write(os.environ['PATH'])"
+    step = workflow.Step("path", ((sys.executable, "-c", write),))
+    environ = {"PATH": "/shim/bin:/usr/bin", "CLIMSTACK_STEPS_PATH": "/usr/bin:/bin"}
+    _, status = workflow.run_step(step, environ)
+    assert status == 0 and out.read_text() == "/usr/bin:/bin"
