@@ -47,7 +47,7 @@ LOCAL = (
     ),
     Step("SIF and container smoke", ((CLIMSTACK, "container-smoke", "container-archer2"),)),
     Step("OCI registry smoke", ((CLIMSTACK, "registry-smoke", "local"),)),
-    Step("benchmarks", ((CLIMSTACK, "bench", "local"),)),
+    Step("benchmarks", ((CLIMSTACK, "bench", "local", "--reuse"),)),
 )
 WORKFLOWS = {"local": LOCAL}
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import catalogue, collect, jobs, records, report, runner
+from climstack.bench import catalogue, collect, jobs, records, report, reuse, runner
 from climstack.bench.local import IMAGE, install, local_modes, mode_names
 from climstack.common import progress
 from climstack.errors import ClimstackError
@@ -63,6 +63,12 @@ def run_local(args) -> int:
             fix=f"leave --image out (`climstack image {IMAGE}`'s, built if missing), or name "
             "an existing image directory",
         )
+    if args.reuse and (args.out or args.force or args.resume):
+        raise ClimstackError(
+            "--reuse takes an earlier report from the cache: it goes with no --out, --force "
+            "or --resume",
+            fix="drop --reuse to measure into --out, or drop --out",
+        )
     mode_names(args)
     out = fresh_out(args)
     env_dir = environments.resolve("local")
@@ -70,6 +76,15 @@ def run_local(args) -> int:
         raise ClimstackError(
             f"{env_dir} is not concretized", fix="`climstack concretize local` first"
         )
+    measured = reuse.key(args, env_dir, IMAGE)
+    if args.reuse and (found := reuse.earlier(measured)):
+        earlier, status = found
+        print(
+            f"climstack bench: nothing it measures has changed since {earlier.name}: its "
+            "report reused (`climstack bench local` measures again)"
+        )
+        print(f"climstack bench: report in {earlier}\n  {earlier / 'report.md'}")
+        return status
     if args.force and out.is_dir():
         shutil.rmtree(out)
     prefixes = install(env_dir)
@@ -78,7 +93,9 @@ def run_local(args) -> int:
         runner.run_all(
             list(runner.LOCAL), chosen, out, args.repeats, args.ranks, resume=args.resume
         )
-    return finish(out, [out / "raw"])
+    status = finish(out, [out / "raw"])
+    reuse.keep(out, measured, status)
+    return status
 
 
 def finish(out: Path, paths: list[Path], labels=None) -> int:
@@ -153,6 +170,12 @@ def register(commands) -> None:
     again.add_argument("--force", action="store_true", help="empty a non-empty --out first")
     again.add_argument(
         "--resume", action="store_true", help="keep the runs in --out, run the rest"
+    )
+    local.add_argument(
+        "--reuse",
+        action="store_true",
+        help="print the newest report of the same image, native build, host MPI, harness and "
+        "arguments instead of measuring again (what a warm `make local` does)",
     )
     local.add_argument(
         "--modes",

@@ -1,0 +1,57 @@
+"""A local comparison's report reused while nothing it measures has changed (`bench local
+--reuse`, what a warm `make local` runs): the key digests the image's inputs, the native
+environment's lockfile, the host's MPI library, the harness (the climstack package) and the
+arguments; each finished report directory keeps its key and exit status. `climstack bench
+local` without --reuse always measures again."""
+
+from pathlib import Path
+
+from climstack import pins
+from climstack.bind import discover, loader
+from climstack.common import atomic, stamp
+from climstack.image import image
+from climstack.inputs import sites
+
+KEY_FILE = "measured.key"
+STATUS_FILE = "exit-status"
+
+
+def key(args, env_dir: Path, image_name: str) -> str:
+    """What the comparison measures, digested."""
+    site = sites.get("local")
+    host = discover.discover(loader.View(), None, site, None)
+    mpi = Path(host.libraries["libmpi.so.12"]).resolve()
+    facts = f"{mpi} {mpi.stat().st_size} {mpi.stat().st_mtime_ns}"
+    pictured = (
+        stamp.digest(image.inputs_stamp(Path(args.image)))
+        if args.image
+        else image.inputs_key(image_name)
+    )
+    arguments = f"{args.repeats} {args.ranks} {args.modes} {args.runtime} {args.fabric_prefix}"
+    return stamp.digest(
+        pictured,
+        env_dir / "spack.lock",
+        facts,
+        stamp.tree(pins.PROJECT_ROOT / "climstack"),
+        arguments,
+        length=32,
+    )
+
+
+def earlier(digest: str) -> tuple[Path, int] | None:
+    """The newest finished report directory of the same key, and its exit status."""
+    found = [
+        path.parent
+        for path in (pins.cache_dir() / "bench").glob(f"local-*/{KEY_FILE}")
+        if path.read_text().strip() == digest and (path.parent / STATUS_FILE).is_file()
+    ]
+    if not found:
+        return None
+    newest = max(found, key=lambda p: (p / KEY_FILE).stat().st_mtime)
+    return newest, int((newest / STATUS_FILE).read_text())
+
+
+def keep(out: Path, digest: str, status: int) -> None:
+    """Mark `out` finished: its key and exit status (the status first, the key last)."""
+    atomic.write_text(out / STATUS_FILE, f"{status}\n")
+    atomic.write_text(out / KEY_FILE, f"{digest}\n")

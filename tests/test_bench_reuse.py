@@ -1,0 +1,63 @@
+"""`bench local --reuse` (a warm `make local`): the newest report whose image, native
+build, host MPI, harness and arguments are those of now is printed instead of measuring;
+anything of them changed measures again."""
+
+import argparse
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from climstack import pins
+from climstack.bench import reuse
+from climstack.image import image
+
+
+def arguments(image_dir: Path, **changed) -> argparse.Namespace:
+    given = dict(repeats=3, ranks=2, modes=None, runtime="charliecloud", fabric_prefix=None)
+    return argparse.Namespace(image=str(image_dir), **{**given, **changed})
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    """An image directory with its inputs' stamp and a concretized environment."""
+    image_dir, env_dir = tmp_path / "image", tmp_path / "env"
+    (image_dir / image.INPUTS_STAMP).parent.mkdir(parents=True)
+    image.inputs_stamp(image_dir).write_text("image inputs 1\n")
+    env_dir.mkdir()
+    (env_dir / "spack.lock").write_text('{"lock": 1}\n')
+    return image_dir, env_dir
+
+
+def test_the_key_follows_everything_measured(inputs):
+    image_dir, env_dir = inputs
+    first = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    assert reuse.key(arguments(image_dir), env_dir, "container-archer2") == first
+    assert reuse.key(arguments(image_dir, repeats=5), env_dir, "container-archer2") != first
+    (env_dir / "spack.lock").write_text('{"lock": 2}\n')  # the native build changed
+    second = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    image.inputs_stamp(image_dir).write_text("image inputs 2\n")  # the image changed
+    assert len({first, second, reuse.key(arguments(image_dir), env_dir, "x")}) == 3
+
+
+def test_only_a_finished_report_of_the_same_key_is_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path))
+    older, newer = (pins.cache_dir() / "bench" / f"local-2026112{i}" for i in (6, 7))
+    for out in (older, newer):
+        out.mkdir(parents=True)
+    reuse.keep(older, "k1", 0)
+    (newer / reuse.KEY_FILE).write_text("k1\n")  # no exit status: it did not finish
+    assert reuse.earlier("k1") == (older, 0)
+    reuse.keep(newer, "k1", 1)
+    assert reuse.earlier("k1") == (newer, 1) and reuse.earlier("k2") is None
+
+
+def test_reuse_with_an_out_directory_is_refused(tmp_path):
+    proc = subprocess.run(
+        [str(pins.PROJECT_ROOT / "bin" / "climstack"), "bench", "local", "--reuse"]
+        + ["--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and "--reuse takes an earlier report" in proc.stderr
+    assert not (tmp_path / "out").exists()
