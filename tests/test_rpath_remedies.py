@@ -10,9 +10,10 @@ import pytest
 from climstack.bind import plan as planner
 from climstack.bind import remedy
 from climstack.check import verify
+from climstack.common.versions import release
 from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
-from climstack_dev import foreign_image
+from climstack_dev import foreign_image, old_loaders
 from climstack_dev import programs as helpers
 
 CHARLIECLOUD = runtimes.get("charliecloud")  # its plug-in makes the mount points
@@ -115,3 +116,19 @@ def test_the_newer_mpich_probe_is_refused_whatever_the_remedy(image, tmp_path):
     report = verify.check("/opt/probe/bin/mpi-probe-rpath", made, image)
     assert report.image_base == helpers.IMAGE_MPI
     assert any("newer MPICH series" in p for p in report.problems), report.problems
+
+
+def test_the_glibc_floors_are_what_each_releases_own_loader_does():
+    """Each reachable Debian release's ld.so, run as a program on a libc-free RPATH'd
+    program (climstack_dev.old_loaders): RPATH beats --library-path, `--inhibit-rpath ''`
+    names the main program (its path does not), --preload wins. The inhibit floor claims
+    nothing below the oldest release measured (buster's 2.28 is not reachable here)."""
+    measured = {s: r for s, r in old_loaders.measure().items() if "error" not in r}
+    assert {"bullseye", "bookworm", "trixie"} <= set(measured)
+    for suite, result in measured.items():
+        assert result["library-path"]["who"] == "rpath", (suite, result)
+        assert result["inhibit-other"]["who"] == "rpath", (suite, result)
+        assert result["inhibit-rpath"]["who"] == "path", (suite, result)
+        assert result["preload"]["who"] == "path", (suite, result)
+    oldest = min(release(result["version"])[:2] for result in measured.values())
+    assert remedy.NEEDS_GLIBC["inhibit"] >= oldest
