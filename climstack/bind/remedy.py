@@ -94,7 +94,8 @@ def wrap(plan, argv: list[str], needed: set[str], interpreter: str) -> list[str]
 
 def patched_copy(plan, tree: Path, executable: str) -> str:
     """A copy of `executable` (read from the image files `tree`) whose DT_RPATH is now
-    DT_RUNPATH, in the plan directory; its path in the container."""
+    DT_RUNPATH, in the plan directory; its path in the container (the executable's own
+    when it has no DT_RPATH to rewrite)."""
     from climstack.bind import loader
 
     found = loader.View(tree).resolve(executable)
@@ -103,14 +104,11 @@ def patched_copy(plan, tree: Path, executable: str) -> str:
             f"{executable} is not in the image {tree}", fix="give its path inside the image"
         )
     info = elf.read(found[1])
+    if not info.rpath or info.runpath:  # LD_LIBRARY_PATH comes first already
+        return executable
     name = f"{stamp.digest(found[1].read_bytes(), length=10)}-{PurePosixPath(executable).name}"
     copy = Path(plan.directory) / "remedy" / name
     if not copy.exists():
-        if not info.rpath or info.runpath:
-            raise ClimstackError(
-                f"{executable} has no DT_RPATH to rewrite",
-                fix="drop --rpath-remedy runpath: it already searches LD_LIBRARY_PATH first",
-            )
         origin = str(PurePosixPath(executable).parent)  # the copy lives elsewhere
         dirs = [d.replace("${ORIGIN}", origin).replace("$ORIGIN", origin) for d in info.rpath]
         work = copy.with_name(f".{name}.part")
