@@ -132,3 +132,9 @@ def test_the_glibc_floors_are_what_each_releases_own_loader_does():
         assert result["preload"]["who"] == "path", (suite, result)
     oldest = min(release(result["version"])[:2] for result in measured.values())
     assert remedy.NEEDS_GLIBC["inhibit"] >= oldest
+
+
+def test_runpath_leaves_an_executable_without_rpath_as_it_is(image, tmp_path):
+    made = plan_for("runpath", image, tmp_path)
+    assert remedy.patched_copy(made, image, helpers.BASE_PROBE) == helpers.BASE_PROBE
+    assert not any((tmp_path / "plan-runpath" / "remedy").iterdir())
