@@ -237,7 +237,8 @@ def test_a_host_library_reaching_its_dependency_by_its_own_rpath_is_the_hosts(nc
     subprocess.run(["gcc", "-o", user, source, *link], check=True)
     prefixes = f"{c.parent}:{fortran.parent}"
     plan = plans.make_plan(sites.get("local"), environ={}, with_families={"netcdf": prefixes})
-    report = verify.check("/opt/probe/bin/nff-user", ready(plan, nc_image, tmp_path), nc_image)
+    plan = ready(plan, nc_image, tmp_path)
+    report = verify.check("/opt/probe/bin/nff-user", plan, nc_image)
     assert report.ok, report.problems
     assert report.families["netcdf"]["from_host"] == ["libnetcdf.so.19", "libnetcdff.so.7"]
     result = run(plan, nc_image, ["/opt/probe/bin/nff-user"], env={"LD_DEBUG": "libs"})
