@@ -34,7 +34,7 @@ def base_image() -> Path:
     key = stamp.digest(
         image.base_rootfs().name,
         image.WHEEL_MPICH,
-        image.WHEEL_SCOPE,
+        image.BASES["debian:12"].scope,
         image.WHEEL_SCOPE_IN_IMAGE,
         APT_SINGLE_UID,
     )

@@ -1,6 +1,7 @@
-"""Find the host's MPICH-ABI MPI: an explicit prefix, the module environment
-(CRAY_MPICH_DIR, LD_LIBRARY_PATH), or the MPI external of the site's merged Spack config;
-and, for fabric mode, the host's libfabric."""
+"""Find the host's MPI of an ABI (the MPICH ABI, libmpi.so.12; or the MPI-5 standard ABI,
+libmpi_abi.so.1): an explicit prefix, the module environment (CRAY_MPICH_DIR,
+LD_LIBRARY_PATH), or the MPI external of the site's merged Spack config; and, for fabric
+mode, the host's libfabric."""
 
 import os
 from dataclasses import dataclass
@@ -16,6 +17,16 @@ ABI_NAMES = {
     "libmpifort.so.12": ("libmpifort.so.12", "libmpichfort.so.12"),
     "libmpicxx.so.12": ("libmpicxx.so.12", "libmpichcxx.so.12"),
 }
+#: the MPI-5 standard ABI's libraries (their SONAMEs), and what else distributions call the
+#: same file: Debian's libmpi_abi_mpich.so.1 and libmpi_abi_openmpi.so.1 (SONAME
+#: libmpi_abi.so.1, chosen between by update-alternatives); only Intel MPI has the Fortran one
+STANDARD_NAMES = {
+    "libmpi_abi.so.1": ("libmpi_abi.so.1", "libmpi_abi_mpich.so.1", "libmpi_abi_openmpi.so.1"),
+    "libmpifort_abi.so.1": ("libmpifort_abi.so.1",),
+}
+#: the ABIs a plan can bind: its name -> the libraries, and the one every program needs
+ABIS = {"mpich": ABI_NAMES, "standard": STANDARD_NAMES}
+MAIN_LIBRARY = {"mpich": "libmpi.so.12", "standard": "libmpi_abi.so.1"}
 #: other MPI ABIs, recognised to refuse them with the reason
 FOREIGN_MPI = {"libmpi.so.40": "Open MPI (libmpi.so.40)", "libmpi_abi.so.1": "the MPI-5 ABI"}
 LIB_SUBDIRS = ("lib-abi-mpich", "lib", "lib64", "lib/x86_64-linux-gnu")
@@ -31,9 +42,12 @@ class HostMpi:
     source: str
     version: str = ""
     prefix: str = ""
+    abi: str = "mpich"
 
 
-def find_in_prefix(prefix: str, view: loader.View, source: str) -> HostMpi:
+def find_in_prefix(prefix: str, view: loader.View, source: str, abi: str = "mpich") -> HostMpi:
+    if abi == "standard":
+        return find_standard(prefix, view, source)
     tried = []
     for sub in LIB_SUBDIRS:
         libdir = f"{prefix.rstrip('/')}/{sub}"
@@ -72,31 +86,90 @@ def find_in_prefix(prefix: str, view: loader.View, source: str) -> HostMpi:
     )
 
 
+def _standard_files(libdir: str, view: loader.View) -> dict[str, str]:
+    """Host file -> the name it was found by, for every file in `libdir` whose SONAME is
+    libmpi_abi.so.1: by its SONAME's name, or by a distribution's (any version suffix)."""
+    found: dict[str, str] = {}
+    listing = view.resolve(libdir)
+    names = sorted(p.name for p in listing[1].iterdir()) if listing else []
+    spellings = STANDARD_NAMES["libmpi_abi.so.1"]
+    for name in names:
+        if not any(name == s or name.startswith(s + ".") for s in spellings):
+            continue
+        resolved = view.resolve(f"{libdir}/{name}")
+        info = resolved and elf.try_read(resolved[1])
+        if info and info.soname == "libmpi_abi.so.1":
+            found.setdefault(str(resolved[0]), f"{libdir}/{name}")
+    return found
+
+
+def find_standard(prefix: str, view: loader.View, source: str) -> HostMpi:
+    """The host's MPI-5 standard ABI library under `prefix`: its libmpi_abi.so.1 (where
+    several implementations are installed, the one that name resolves to, as the loader
+    would take it), and Intel's Fortran ABI library beside it."""
+    tried = []
+    for sub in LIB_SUBDIRS:
+        libdir = f"{prefix.rstrip('/')}/{sub}"
+        tried.append(libdir)
+        if not view.is_dir(libdir):
+            continue
+        files = _standard_files(libdir, view)
+        if not files:
+            continue
+        chosen = view.resolve(f"{libdir}/libmpi_abi.so.1")
+        if chosen:
+            path = f"{libdir}/libmpi_abi.so.1"
+        elif len(files) == 1:
+            (path,) = files.values()
+        else:
+            raise ClimstackError(
+                f"{libdir} holds {len(files)} MPI-5 ABI libraries ({', '.join(sorted(files))}) "
+                "and no libmpi_abi.so.1 naming one",
+                fix="choose one (update-alternatives --config libmpi_abi.so.1 on Debian), or "
+                "pass --prefix of a directory holding only it",
+            )
+        libraries = {"libmpi_abi.so.1": path}
+        if view.resolve(f"{libdir}/libmpifort_abi.so.1"):
+            libraries["libmpifort_abi.so.1"] = f"{libdir}/libmpifort_abi.so.1"
+        implementation = elf.mpi_implementation(view.resolve(path)[1])
+        return HostMpi(libraries, source, implementation, prefix, "standard")
+    raise ClimstackError(
+        f"the host MPI at {prefix} ({source}) has no MPI-5 standard ABI library "
+        f"(libmpi_abi.so.1, {', '.join(STANDARD_NAMES['libmpi_abi.so.1'][1:])}); looked in "
+        + ", ".join(tried),
+        fix="run the MPICH-ABI image on an MPICH-ABI host (bind without --abi standard: Cray "
+        "MPICH, MPICH, Intel MPI), or the image's own MPI (--mode hybrid); MPI-5 ABI "
+        "libraries: MPICH >= 5.0.2, Intel MPI >= 2021.18, Open MPI >= 6",
+    )
+
+
 def discover(
     view: loader.View,
     prefix: str | None = None,
     site: sites.Site | None = None,
     environ: dict | None = None,
     flavour: str | None = None,
+    abi: str = "mpich",
 ) -> HostMpi:
-    """The host MPI: an explicit prefix, else the module environment, else the site scope
-    (the `flavour` build beside its external: `ofi/gnu/9.1` -> `ofi/cray/10.0`)."""
+    """The host MPI of `abi`: an explicit prefix, else the module environment, else the site
+    scope (the `flavour` build beside its external: `ofi/gnu/9.1` -> `ofi/cray/10.0`)."""
     if prefix:
-        return find_in_prefix(prefix, view, "--prefix")
+        return find_in_prefix(prefix, view, "--prefix", abi)
     environ = os.environ if environ is None else environ
     for variable in MODULE_VARIABLES:
         if environ.get(variable):
-            return find_in_prefix(environ[variable], view, f"${variable}")
+            return find_in_prefix(environ[variable], view, f"${variable}", abi)
     for directory in filter(None, environ.get("LD_LIBRARY_PATH", "").split(":")):
-        if any(view.resolve(f"{directory}/{n}") for n in ABI_NAMES["libmpi.so.12"]):
-            return find_in_prefix(str(PurePosixPath(directory).parent), view, "LD_LIBRARY_PATH")
+        if any(view.resolve(f"{directory}/{n}") for n in ABIS[abi][MAIN_LIBRARY[abi]]):
+            parent = str(PurePosixPath(directory).parent)
+            return find_in_prefix(parent, view, "LD_LIBRARY_PATH", abi)
     if site:
         external = site.external_prefix(*MPI_EXTERNALS)
         if external:
             where = site.origin(external)
             if flavour:
                 external = families.reflavour(external, flavour, view)
-            return find_in_prefix(external, view, where)
+            return find_in_prefix(external, view, where, abi)
     raise ClimstackError(
         "no host MPI found: no --prefix, no CRAY_MPICH_DIR or MPI in "
         "LD_LIBRARY_PATH, no MPI external in the site scope",

@@ -217,3 +217,18 @@ def mpich_version(path: Path) -> MpiVersion | None:
         intel = next((s for s in strings if _INTEL.match(s)), "unknown")
         return MpiVersion("Intel MPI", intel, base)
     return MpiVersion("MPICH", base, base)
+
+
+_OPEN_MPI = re.compile(r"^\d+\.\d+\.\d+((a|b|rc)\d+)?$")
+
+
+def mpi_implementation(path: Path) -> str:
+    """Which MPI a library is, from its .rodata: "MPICH 5.0.2", "Intel MPI 2021.18.1",
+    "Open MPI 6.0.0rc2" (its format string and release sit side by side), else unknown."""
+    if found := mpich_version(path):
+        return f"{found.vendor} {found.version}"
+    strings = rodata_strings(path)
+    if "Open MPI v%d.%d.%d" in strings:
+        release = next((s for s in strings if _OPEN_MPI.match(s)), "")
+        return f"Open MPI {release}".rstrip()
+    return "unknown MPI library"

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from climstack import inputs, pins
-from climstack.bind import loader, remedy, stages
+from climstack.bind import discover, loader, remedy, stages
 from climstack.common import stamp
 from climstack.bind.stages import HOST_SIDE, LINKS_DIR, MODES, container_path  # noqa: F401
 from climstack.errors import ClimstackError
@@ -66,6 +66,11 @@ class Plan:
     )
     directory: str = ""  # host directory holding plan.json and lib/ (the links)
 
+    @property
+    def abi(self) -> str:
+        """The MPI ABI whose host library the plan binds (bind mode): mpich or standard."""
+        return self.mpi.get("abi", "mpich")
+
     def mount_points(self) -> list[str]:
         return sorted({dst for _, dst in self.binds})
 
@@ -104,12 +109,16 @@ def make_plan(
     with_families: dict[str, str | None] | None = None,
     flavour: str | None = None,
     rpath_remedy: str | None = None,
+    abi: str = "mpich",
 ) -> Plan:
     """The plan for `mode` at `site`; `with_families` ({name: prefix or None}) adds host
     library families to bind.yaml's `families:`, built with the PrgEnv `flavour`;
-    `rpath_remedy`: how executables with a DT_RPATH are run (bind.remedy)."""
+    `rpath_remedy`: how executables with a DT_RPATH are run (bind.remedy); `abi`: the
+    image's MPI ABI, whose host library is bound (discover.ABIS)."""
     if mode not in MODES:
         raise ClimstackError(f"unknown mode {mode}", fix=f"one of {', '.join(MODES)}")
+    if abi not in discover.ABIS:
+        raise ClimstackError(f"unknown MPI ABI {abi!r}", fix=f"one of {', '.join(discover.ABIS)}")
     remedy.check_name(rpath_remedy)
     if rpath_remedy and mode != "bind":
         raise ClimstackError(
@@ -126,6 +135,7 @@ def make_plan(
         prefix=prefix,
         fabric_prefix=fabric_prefix,
         with_families=with_families,
+        abi=abi,
     )
     return assemble(request, runtime or site.bind["runtime"], rpath_remedy or "")
 

@@ -35,6 +35,7 @@ class Request:
     prefix: str | None = None
     fabric_prefix: str | None = None
     with_families: tuple[tuple[str, str | None], ...] = ()
+    abi: str = "mpich"  # the image's MPI ABI (discover.ABIS): which host library is bound
 
     @classmethod
     def of(cls, site: sites.Site, mode: str, view=None, environ=None, flavour=None, **rest):
@@ -70,9 +71,19 @@ def roots(request: Request) -> Roots:
     mpi, found, warnings, mpi_prefix = {}, {}, [], ""
     if request.mode == "bind":
         host = discover.discover(
-            request.view, request.prefix, request.site, request.environ, request.flavour
+            request.view,
+            request.prefix,
+            request.site,
+            request.environ,
+            request.flavour,
+            request.abi,
         )
-        mpi = {"source": host.source, "version": host.version, "libraries": host.libraries}
+        mpi = {
+            "abi": host.abi,
+            "source": host.source,
+            "version": host.version,
+            "libraries": host.libraries,
+        }
         paths.update(host.libraries)
         mpi_prefix = host.prefix
     elif request.mode == "fabric":

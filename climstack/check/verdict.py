@@ -10,6 +10,7 @@ class Report:
     needed: list[str] = field(default_factory=list)
     rpath: list[str] = field(default_factory=list)
     runpath: list[str] = field(default_factory=list)
+    abi: str = ""  # the MPI ABI the executable is built for: mpich, standard (verify.ABIS)
     picks: dict[str, dict] = field(default_factory=dict)  # WATCHED name -> path, rule, host
     image_mpi: str = ""  # MPICH version of what the image would load without the plan
     host_mpi: str = ""
@@ -42,6 +43,8 @@ def render(report: Report) -> str:
     for name, pick in report.picks.items():
         lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
     lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
+    if report.abi:
+        lines.append(f"  MPI ABI: {report.abi}")
     if report.glibc:
         lines.append(f"  image glibc: {report.glibc}")
     if report.remedies:

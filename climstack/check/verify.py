@@ -1,9 +1,10 @@
 """Will an executable (on the host or in an image) run on the host MPI under a bind plan?
 
-Reads, without running anything: DT_NEEDED, RPATH vs RUNPATH, which libmpi.so.12 and
-libxpmem.so.0 the loader would pick inside the image with the plan's binds and
-LD_LIBRARY_PATH (under the plan's RPATH remedy, if any), the MPICH base of both sides (the
-image's no newer than the host's), the glibc symbol versions the bound host libraries need
+Reads, without running anything: DT_NEEDED, RPATH vs RUNPATH, which libmpi.so.12 (or, for
+the MPI-5 standard ABI, libmpi_abi.so.1) and libxpmem.so.0 the loader would pick inside the
+image with the plan's binds and LD_LIBRARY_PATH (under the plan's RPATH remedy, if any),
+that the executable's ABI is the plan's, the MPICH base of both sides (the image's no newer
+than the host's; the standard ABI has none), the glibc symbol versions the bound host libraries need
 from the image's C library, and the symbol check: every MPI symbol the executable and its
 MPI-using libraries import (C, the Fortran bindings, gfortran's module procedures, MPICH's
 link constants and common blocks) must be exported by the host MPI. An RPATH that keeps the
@@ -22,9 +23,20 @@ from climstack.cray import mpich_base
 from climstack.common import process
 from climstack.launch import launch, launchers, runtimes
 
-WATCHED = ("libmpi.so.12", "libxpmem.so.0")
+WATCHED = ("libmpi.so.12", "libmpi_abi.so.1", "libxpmem.so.0")
 FORTRAN_MPI = discover.ABI_NAMES["libmpifort.so.12"]
-ALL_MPI_NAMES = {name for names in discover.ABI_NAMES.values() for name in names}
+ALL_MPI_NAMES = {
+    name for names in discover.ABIS.values() for spellings in names.values() for name in spellings
+}
+#: what each ABI's programs ask for
+ABI_LIBRARIES = {
+    abi: {name for spellings in names.values() for name in spellings}
+    for abi, names in discover.ABIS.items()
+}
+ABI_TITLES = {
+    "mpich": "MPICH ABI (libmpi.so.12)",
+    "standard": "MPI-5 standard ABI (libmpi_abi.so.1)",
+}
 
 
 def _glibc_versions(libraries, libc: elf.Elf | None) -> list[str]:
@@ -75,10 +87,13 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
         report, executable, planned, path, _under(plan, report.remedy, own)
     )
     host_libs = []  # the host MPI's libraries and what they load from the plan
-    if plan and plan.mode == "bind" and uses_mpi:
+    if plan and plan.mode == "bind" and uses_mpi and _check_abi(report, plan, own):
         host_libs += _host_mpi(report, plan, planned_closure, planned, wanted)
-        _check_bases(report)
-        _check_fortran(report, plan, own, planned_closure)
+        if plan.abi == "mpich":
+            _check_bases(report)
+            _check_fortran(report, plan, own, planned_closure)
+        else:
+            _check_standard_fortran(report, plan, top, own)
         _check_rpath(report, plan, top, own, planned, path, glibc)
     if plan:
         report.families, found = family_check.check(plan, own, planned_closure)
@@ -96,11 +111,44 @@ def _read_executable(report: Report, executable: str, plain: loader.View, plan) 
     """(its ELF as loaded, whether it uses MPI); DT_NEEDED, RPATH and RUNPATH reported."""
     top = loader.load(executable, plain)
     report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
-    names = set(discover.ABI_NAMES["libmpi.so.12"])
+    names = set(discover.ABI_NAMES["libmpi.so.12"]) | {"libmpi_abi.so.1"}
     uses_mpi = bool(names & set(top.info.needed)) or bool(top.info.mpi_imports())
     if not uses_mpi and not (plan and plan.families):  # a serial NetCDF program may bind
-        report.problems.append(f"{executable} does not use MPI (no libmpi.so.12 in DT_NEEDED)")
+        report.problems.append(
+            f"{executable} does not use MPI (no libmpi.so.12 or libmpi_abi.so.1 in DT_NEEDED)"
+        )
     return top, uses_mpi
+
+
+def _abis_of(closure: loader.Closure) -> list[str]:
+    """The MPI ABIs a closure loads (by the names it asks for)."""
+    asked = set(closure.libraries) | set(closure.missing)
+    return [abi for abi, names in ABI_LIBRARIES.items() if asked & names]
+
+
+def _check_abi(report: Report, plan: Plan, own: loader.Closure) -> bool:
+    """Is the executable built for the ABI whose host library the plan binds? A program of
+    the MPICH ABI run on an MPI-5 ABI library (or the reverse) would load its own MPI, or
+    none: refused before anything else about its MPI is checked."""
+    found = _abis_of(own)
+    report.abi = "+".join(found)
+    if plan.abi in found and len(found) == 1:
+        return True
+    if len(found) > 1:
+        why = "loads both MPI ABIs (libmpi.so.12 and libmpi_abi.so.1): rebuild it on one"
+    else:
+        other = found[0] if found else "mpich"
+        fix = (
+            "bind without --abi standard"
+            if other == "mpich"
+            else "bind with --abi standard (`climstack bind SITE --abi standard`)"
+        )
+        why = (
+            f"is built for the {ABI_TITLES[other]} but the plan binds the host's "
+            f"{ABI_TITLES[plan.abi]}: {fix}, or run it in hybrid mode"
+        )
+    report.problems.append(f"{report.executable} {why}")
+    return False
 
 
 def _under(plan: Plan | None, how: str, own: loader.Closure) -> dict:
@@ -136,7 +184,7 @@ def _image_side(report: Report, executable: str, top, plain: loader.View) -> tup
 
 def _first_of(closure: loader.Closure, name: str):
     """The library `closure` loads for ABI name `name` (any of its spellings), if any."""
-    names = discover.ABI_NAMES.get(name, (name,))
+    names = {**discover.ABI_NAMES, **discover.STANDARD_NAMES}.get(name, (name,))
     return next(filter(None, (closure.libraries.get(n) for n in names)), None)
 
 
@@ -162,36 +210,39 @@ def _planned_side(
     return planned_closure
 
 
-def _check_all_mpi_from_host(report: Report, planned_closure: loader.Closure) -> None:
-    """The loader must pick the plan's libmpi.so.12, and every MPI library beside it."""
-    pick = _first_of(planned_closure, "libmpi.so.12")
+def _check_all_mpi_from_host(report: Report, plan: Plan, planned_closure) -> None:
+    """The loader must pick the plan's MPI library, and every MPI library beside it."""
+    main = discover.MAIN_LIBRARY[plan.abi]
+    pick = _first_of(planned_closure, main)
     if pick is None or pick.path.parent != PurePosixPath(LINKS_DIR):
         report.problems.append(
             "under the plan the loader picks "
-            f"{pick.path if pick else 'no libmpi.so.12'} by {pick.how if pick else '-'}, "
+            f"{pick.path if pick else 'no ' + main} by {pick.how if pick else '-'}, "
             "not the host MPI"
         )
-    for name in discover.ABI_NAMES:  # all of MPI from the host, or the ABI is mixed
+    for name in discover.ABIS[plan.abi]:  # all of MPI from the host, or the ABI is mixed
         lib = planned_closure.libraries.get(name)
         if lib and pick and lib.path.parent != pick.path.parent:
             report.problems.append(
                 f"{name} comes from {lib.path} ({lib.how}) but "
-                f"libmpi.so.12 from {pick.path}: mixed MPI libraries"
+                f"{main} from {pick.path}: mixed MPI libraries"
             )
 
 
 def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set) -> list:
     """Bind mode: is all of MPI the host's, and does it export every MPI symbol the
-    application imports? The host MPI's libraries (and what they load from the plan)."""
-    _check_all_mpi_from_host(report, planned_closure)
+    application imports (and, for the standard ABI, its PMPI_* twin, which tools
+    interpose on)? The host MPI's libraries (and what they load from the plan)."""
+    _check_all_mpi_from_host(report, plan, planned_closure)
     host_libs = []
-    for name in (n for n in discover.ABI_NAMES if n in plan.links):
+    for name in (n for n in discover.ABIS[plan.abi] if n in plan.links):
         host = loader.closure(f"{LINKS_DIR}/{name}", planned, plan.library_path)
         host_libs += [host.root] + [
             lib for lib in host.libraries.values() if lib.path.parent == PurePosixPath(LINKS_DIR)
         ]
-    host = loader.closure(f"{LINKS_DIR}/libmpi.so.12", planned, plan.library_path)
-    version = elf.mpich_version(host.root.host)
+    main = discover.MAIN_LIBRARY[plan.abi]
+    host = loader.closure(f"{LINKS_DIR}/{main}", planned, plan.library_path)
+    version = elf.mpich_version(host.root.host) if plan.abi == "mpich" else None
     report.host_mpi = str(version) if version else plan.mpi.get("version", "")
     report.host_base = version.mpich_base if version else ""
     exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
@@ -202,7 +253,36 @@ def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set)
             f"the host MPI lacks {len(report.missing)} MPI symbols the application "
             f"imports: {', '.join(report.missing)}"
         )
+    if plan.abi == "standard":
+        profiled = sorted(f"P{s}" for s in wanted if s.startswith("MPI_") and s in exports)
+        lacking = [s for s in profiled if s not in exports]
+        if lacking:
+            report.problems.append(
+                f"the host's {main} and the libraries it loads lack the PMPI_* twins of "
+                f"{len(lacking)} functions the application calls ({', '.join(lacking[:5])}"
+                f"{', ...' if len(lacking) > 5 else ''}): the standard ABI puts both in "
+                "libmpi_abi.so.1 (MPICH 5.0.0-5.0.1 kept them in a libpmpi_abi of their own; "
+                "use MPICH >= 5.0.2)"
+            )
     return host_libs
+
+
+def _check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
+    """A Fortran program on the standard ABI needs a host Fortran ABI library
+    (libmpifort_abi.so.1): only Intel MPI has one; MPICH's and Open MPI's have none."""
+    importers = [top, *own.libraries.values()]
+    fortran = "libmpifort_abi.so.1" in own.libraries or any(
+        name.islower() and elf.MPI_SYMBOL.match(name)
+        for lib in importers
+        for name in lib.info.mpi_imports()
+    )
+    if fortran and "libmpifort_abi.so.1" not in plan.links:
+        report.problems.append(
+            f"{report.executable} calls MPI from Fortran but the host's MPI-5 ABI library "
+            f"({plan.mpi.get('version') or 'the host MPI'}) has no Fortran ABI "
+            "(libmpifort_abi.so.1; only Intel MPI ships one): run Fortran programs from the "
+            "MPICH-ABI image (containers/archer2) on an MPICH-ABI host"
+        )
 
 
 def _check_bases(report: Report) -> None:
@@ -275,7 +355,7 @@ def _check_rpath(report, plan, top, own, planned, path, glibc) -> None:
         why = remedy.why_not(how, glibc, holders, str(top.path))
         if not why:
             trial = loader.closure(str(top.path), planned, path, **_under(plan, how, own))
-            pick = _first_of(trial, "libmpi.so.12")
+            pick = _first_of(trial, discover.MAIN_LIBRARY[plan.abi])
             if not pick or pick.path.parent != PurePosixPath(LINKS_DIR):
                 why = f"under it the loader still picks {pick.path if pick else 'no libmpi'}"
         report.remedies[how] = why
@@ -315,7 +395,7 @@ def _check_glibc(report: Report, host_libs: list, top, plain: loader.View | None
         )
 
 
-PROBE_KEYS = ("library", "loaded", "ranks", "pingpong")
+PROBE_KEYS = ("library", "loaded", "ranks", "pingpong", "abi")
 
 
 def parse_probe(output: str) -> dict[str, str]:

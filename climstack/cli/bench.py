@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import catalogue, collect, jobs, records, report, reuse, runner
+from climstack.bench import abi, catalogue, collect, jobs, records, report, reuse, runner
 from climstack.bench.local import IMAGE, install, local_modes, mode_names
 from climstack.common import progress
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
-from climstack.launch import runtimes
+from climstack.launch import abi_hosts, runtimes
 from climstack.stack import environments
 
 
@@ -159,6 +159,32 @@ def run_report(args) -> int:
     return finish(out, [Path(p) for p in args.paths], labels)
 
 
+def run_abi(args) -> int:
+    """The MPI-5 standard ABI image on each host MPI of the standard ABI, beside native."""
+    names = args.benchmarks.split(",") if args.benchmarks else list(abi.SMALL)
+    unknown = [n for n in names if n not in abi.OSU]
+    if unknown:
+        raise ClimstackError(
+            f"--benchmarks: unknown {', '.join(unknown)}", fix=f"from {','.join(abi.OSU)}"
+        )
+    hosts = args.hosts.split(",") if args.hosts else list(abi_hosts.NAMES)
+    bad = [h for h in hosts if h not in abi_hosts.NAMES]
+    if bad:
+        raise ClimstackError(f"--hosts: unknown {', '.join(bad)}", fix=",".join(abi_hosts.NAMES))
+    out = fresh_out(args)
+    if out.exists() and args.force:
+        shutil.rmtree(out)
+    name = "container-mpi-abi"
+    image_dir = args.image or image.build(name, image.default_destination(name))
+    tarball = abi.osu_tarball()
+    results = abi.compare(Path(image_dir), out, tarball, names, hosts, args.repeats)
+    table = abi.matrix_table(results)
+    (out / "abi.md").write_text(table + "\n")
+    print(table)
+    print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
+    return 0
+
+
 def register(commands) -> None:
     sub = commands.add_parser("bench", help="run the benchmarks and report the comparison")
     actions = sub.add_subparsers(dest="action", required=True)
@@ -209,6 +235,21 @@ def register(commands) -> None:
             "--root", type=Path, default=Path("/"), help="host root to discover the MPI under"
         )
         centre.set_defaults(run=run_emit, site=site)
+    mpi5 = actions.add_parser(
+        "abi",
+        help="the MPI-5 standard ABI image on MPICH 5, Intel MPI and Open MPI 6 (bind mode), "
+        "beside each MPI's native build",
+    )
+    mpi5.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
+    mpi5.add_argument(
+        "--benchmarks", help=f"comma-separated, from {','.join(abi.OSU)} (default: "
+        f"{','.join(abi.SMALL)})"
+    )
+    mpi5.add_argument("--hosts", help=f"comma-separated, from {','.join(abi_hosts.NAMES)}")
+    mpi5.add_argument("--image", type=Path, help="the image directory of container-mpi-abi")
+    mpi5.add_argument("--out", help="report directory (default: a new one in the cache)")
+    mpi5.add_argument("--force", action="store_true", help="empty a non-empty --out first")
+    mpi5.set_defaults(run=run_abi, resume=False)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")
     rep.add_argument("--out", help="report directory (default: FIRST_PATH/report)")

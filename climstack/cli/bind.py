@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from climstack.bind import families, loader, plan, remedy
+from climstack.bind import discover, families, loader, plan, remedy
 from climstack.common import process
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
@@ -57,6 +57,7 @@ def register(commands) -> None:
             with_families=families.parse_with(args.with_families),
             flavour=args.flavour,
             rpath_remedy=args.rpath_remedy,
+            abi=args.abi,
         )
         out = (args.out or plan.default_directory(made)).resolve()
         # the renderer's bind syntax is checked before anything is written
@@ -103,6 +104,13 @@ def register(commands) -> None:
     sub.add_argument("--mode", choices=plan.MODES, default="bind")
     sub.add_argument("--prefix", help="host MPI prefix (default: module env, then site scope)")
     sub.add_argument("--fabric-prefix", help="host libfabric prefix (fabric mode)")
+    sub.add_argument(
+        "--abi",
+        choices=tuple(discover.ABIS),
+        default="mpich",
+        help="the image's MPI ABI: mpich (libmpi.so.12, the default) or standard (MPI-5's "
+        "libmpi_abi.so.1: the image of containers/mpi-abi)",
+    )
     sub.add_argument("--runtime", choices=runtimes.NAMES, help="default: the site's bind.yaml")
     sub.add_argument(
         "--with",

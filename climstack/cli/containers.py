@@ -4,6 +4,7 @@ recipes, and the MPI ABI guard (climstack.stack.containers)."""
 from climstack.errors import ClimstackError
 from climstack.stack import environments
 from climstack.stack.containers import (
+    abi,
     check_mpi,
     container_environments,
     site_cray_mpich,
@@ -25,13 +26,16 @@ def register(commands) -> None:
     def run_check_mpi(args):
         for name in args.environments or container_environments():
             env_dir = environments.resolve(name)
-            target_site(env_dir)  # a container environment, before the slow part
+            standard = abi(env_dir) == "standard"
+            standard or target_site(env_dir)  # a container environment, before the slow part
             environments.concretize(env_dir)
             mpich = check_mpi(env_dir)
-            print(
-                f"{name}: mpich@{mpich['version']} can be replaced by "
-                f"cray-mpich {site_cray_mpich(target_site(env_dir))}"
+            by = (
+                "any MPI-5 ABI library (libmpi_abi.so.1)"
+                if standard
+                else f"cray-mpich {site_cray_mpich(target_site(env_dir))}"
             )
+            print(f"{name}: mpich@{mpich['version']} can be replaced by {by}")
 
     sub = commands.add_parser("containerize", help="emit containers/<site>/app.def recipes")
     sub.add_argument("environments", nargs="*", help="container environments (default: all)")

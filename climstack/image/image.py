@@ -1,7 +1,7 @@
 """Build, on this machine, an image directory equivalent to a recipe's final stage.
 
 Apptainer is not installable here, so the stand-in is an unprivileged Charliecloud image:
-a Debian 12 root filesystem (mmdebstrap; the recipe's base is debian:12 too) holding the
+a Debian root filesystem (mmdebstrap of the recipe's base: BASES) holding the
 recipe's %files at the same places, in which our Spack installs the container environment's
 slice `all` (the climate stack with its Fortran side, the benchmarks, the probes and MOM6)
 into the recipe's prefixes (/opt/software, view /opt/views/view), then links libxpmem.so.0
@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -46,10 +47,35 @@ BASE_PACKAGES = (
     "zlib1g-dev",
     "libbz2-dev",
 )
+
+
+@dataclass(frozen=True)
+class Base:
+    """A recipe's base image as this machine builds it: the Debian suite (mmdebstrap), its
+    packages, and the test-only scope declaring them (build tools, offline pins)."""
+
+    suite: str
+    packages: tuple[str, ...]
+    scope: Path
+
+
+#: the recipes' `container.images.final` -> how it is built here
+BASES = {
+    "debian:12": Base("bookworm", BASE_PACKAGES, pins.PROJECT_ROOT / "containers" / "local-image"),
+    # the MPI-5 ABI image: C only, glibc 2.41 (Open MPI 6's libraries need GLIBC_2.38)
+    "debian:13": Base(
+        "trixie",
+        tuple(p for p in BASE_PACKAGES if p != "gfortran"),
+        pins.PROJECT_ROOT / "containers" / "local-image-debian13",
+    ),
+}
 WHEEL_MPICH = "3.4.3"
-WHEEL_SCOPE = pins.PROJECT_ROOT / "containers" / "local-image"
 WHEEL_SCOPE_IN_IMAGE = "/opt/climstack/containers/local-image"  # ../local-image of IMAGE_ENV
 IMAGE_ENV = "/opt/climstack/containers/env"
+#: the label of a recipe whose MPI is a PyPI wheel (the MPI-5 ABI image: mpich==5.0.2)
+WHEEL_LABEL = "org.climstack.mpi-wheel"
+#: the label of a recipe whose MPI executables get libxpmem.so.0 (the MPICH-ABI images)
+XPMEM_LABEL = "org.climstack.xpmem"
 VIEW = "/opt/views/view"
 #: the offline routes of the benchmarks' sources, copied to the same place under /opt/climstack
 OFFLINE_SCOPE = pins.PROJECT_ROOT / "site" / "offline"
@@ -74,21 +100,33 @@ def _need(tool: str, package: str) -> str:
     return path
 
 
-def base_rootfs() -> Path:
-    """A cached Debian 12 root filesystem tarball with the build tools the slice needs."""
-    key = stamp.digest(*BASE_PACKAGES, length=12)
-    entry = cache.Entry(pins.cache_dir() / "images" / f"debian12-{key}.tar", key)
+def base_rootfs(base: Base = BASES["debian:12"]) -> Path:
+    """A cached Debian root filesystem tarball with the build tools the slice needs."""
+    key = stamp.digest(*base.packages, length=12)
+    name = "debian12" if base.suite == "bookworm" else base.suite  # the first one's old name
+    entry = cache.Entry(pins.cache_dir() / "images" / f"{name}-{key}.tar", key)
     if entry.current():
         return entry.path
     _need("mmdebstrap", "mmdebstrap")
 
     def fill(tarball: Path):
-        include = f"--include={','.join(BASE_PACKAGES)}"
-        command = ["mmdebstrap", "--variant=apt", include, "bookworm", tarball]
-        process.run(command, "mmdebstrap of Debian 12", timeout=1800)
+        include = f"--include={','.join(base.packages)}"
+        command = ["mmdebstrap", "--variant=apt", include, base.suite, tarball]
+        process.run(command, f"mmdebstrap of Debian {base.suite}", timeout=1800)
 
-    with progress.step("mmdebstrap of the Debian 12 base (once)"):
+    with progress.step(f"mmdebstrap of the Debian {base.suite} base (once)"):
         return entry.build(fill)
+
+
+def base_of(recipe_text: str) -> Base:
+    """How this machine builds the recipe's base image (its final stage's `base`)."""
+    image = recipes.arguments(recipe_text).get("base", "")
+    if image not in BASES:
+        raise ClimstackError(
+            f"the recipe's base image {image} cannot be built here",
+            fix=f"use one of {', '.join(BASES)} (climstack.image.image.BASES)",
+        )
+    return BASES[image]
 
 
 def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
@@ -102,10 +140,15 @@ def mpich_wheel(version: str = WHEEL_MPICH) -> Path:
     return next(entry.build(download).glob(f"mpich-{version}-*.whl"))
 
 
-def add_wheel_mpich(root: Path) -> None:
-    """PyPI's MPICH wheel at /opt/mpich-<v> of a root filesystem with its Fortran bindings,
-    and the scope declaring it external at WHEEL_SCOPE_IN_IMAGE."""
-    shutil.copytree(WHEEL_SCOPE, root / WHEEL_SCOPE_IN_IMAGE.lstrip("/"))
+def add_wheel_mpich(root: Path, recipe_text: str | None = None) -> None:
+    """The image's MPI and the base's scope (at WHEEL_SCOPE_IN_IMAGE): the recipe's own
+    wheel where it names one (label org.climstack.mpi-wheel, installed as its %post does),
+    else the MPICH stand-in: PyPI's wheel at /opt/mpich-<v> with its Fortran bindings."""
+    base = base_of(recipe_text) if recipe_text else BASES["debian:12"]
+    shutil.copytree(base.scope, root / WHEEL_SCOPE_IN_IMAGE.lstrip("/"))
+    if wheel := recipe_text and recipes.labels(recipe_text).get(WHEEL_LABEL):
+        wheels.pip_install(wheel, root / "opt" / wheel.replace("==", "-"))
+        return
     prefix = root / f"opt/mpich-{WHEEL_MPICH}"
     wheels.pip_install(mpich_wheel(), prefix)
     mpich_fortran.install(prefix)
@@ -153,12 +196,15 @@ def _ch_run(image: Path, *command: str, cwd: str = "/") -> process.CompletedProc
 def _stamp(recipe_text: str) -> str:
     """Digest of everything the image is made from: recipe, its %files, the wheel scope."""
     sources = [pins.PROJECT_ROOT / source for source, _ in recipe_files(recipe_text)]
+    base = base_of(recipe_text)
     return stamp.digest(
         recipe_text,
         WHEEL_MPICH,
+        base.suite,
+        *base.packages,
+        base.scope,
         *STAGE_OUTPUTS,
         *sources,
-        WHEEL_SCOPE,
         OFFLINE_SCOPE,
         Path(mpich_fortran.__file__),
         develop_trees.NETCDF_FORTRAN.sha256,
@@ -195,14 +241,15 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
 
     def fill(work: Path):
         work.mkdir()
-        with progress.step("unpacking the Debian 12 base and the recipe's %files"):
-            process.run(["tar", "-xf", base_rootfs(), "-C", work], "unpacking the root filesystem")
+        base = base_of(recipe_text)
+        with progress.step(f"unpacking the Debian {base.suite} base and the recipe's %files"):
+            tarball = base_rootfs(base)
+            process.run(["tar", "-xf", tarball, "-C", work], "unpacking the root filesystem")
             for source, target in recipe_files(recipe_text):  # the recipe's %files, same places
                 copy = shutil.copytree if (pins.PROJECT_ROOT / source).is_dir() else shutil.copy2
                 (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
                 copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
-            add_wheel_mpich(work)
-            shutil.copytree(OFFLINE_SCOPE, work / "opt/climstack/site/offline")
+            add_wheel_mpich(work, recipe_text)
             pristine = develop_trees.source_tree()  # never built in: no host objects
             shutil.copytree(pristine, work / str(image_tree()).lstrip("/"), symlinks=True)
         env_in_image = work / IMAGE_ENV.lstrip("/")
@@ -218,19 +265,13 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
         with progress.step("keeping the builds for the next image (spack buildcache push)"):
             push = ["buildcache", "push", "--unsigned", "--update-index", BUILDS_MIRROR]
             _ch_run(work, spack, "-e", IMAGE_ENV, *push)
-        stub = _ch_run(work, spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub").stdout.strip()
-        _ch_run(  # the image's Python (python3-pyelftools), not ours bound in beside it
-            work,
-            "/usr/bin/python3",
-            "-m",
-            "climstack.image.image_check",
-            VIEW,
-            "--link-xpmem",
-            f"{stub}/lib",
-            "--keep-unlinked",
-            NOXPMEM,
-            cwd="/opt/climstack",
-        )
+        check = ["/usr/bin/python3", "-m", "climstack.image.image_check", VIEW]
+        if XPMEM_LABEL in recipes.labels(recipe_text):  # as the recipe's %post
+            location = [spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub"]
+            stub = _ch_run(work, *location).stdout.strip()
+            check += ["--link-xpmem", f"{stub}/lib", "--keep-unlinked", NOXPMEM]
+        # the image's Python (python3-pyelftools), not ours bound in beside it
+        _ch_run(work, *check, cwd="/opt/climstack")
         # as the recipe's build stage: what its final stage turns into a label and variables
         lock = (env_in_image / "spack.lock").read_bytes()
         (work / STAGE_OUTPUTS[0].lstrip("/")).write_text(

@@ -1,8 +1,9 @@
 """Bind-model ELF properties of a container's software, checked and (for xpmem) fixed.
 
-Every MPI executable must (1) list libxpmem.so.0 in DT_NEEDED, so that Cray MPICH enables
-XPMEM single-copy transfers, and (2) find its MPI through DT_RUNPATH, never DT_RPATH, so
-that the launcher's LD_LIBRARY_PATH (the bound host MPICH) wins.
+Every MPICH-ABI executable must (1) list libxpmem.so.0 in DT_NEEDED, so that Cray MPICH
+enables XPMEM single-copy transfers; every MPI executable must (2) find its MPI through
+DT_RUNPATH, never DT_RPATH, so that the launcher's LD_LIBRARY_PATH (the bound host MPI)
+wins, and (3) load one MPI ABI: the MPICH ABI or the MPI-5 standard ABI, never both.
 
 It needs only pyelftools besides this package: the image's %post and %test run it as
 `python3 -m climstack.image.image_check` with Debian's python3-pyelftools.
@@ -19,6 +20,8 @@ from climstack.common import process
 
 #: SONAMEs of the MPICH ABI (libmpi.so.12 and its Fortran/C++ companions)
 MPI_SONAMES = {"libmpi.so.12", "libmpifort.so.12", "libmpicxx.so.12", "libmpich.so.12"}
+#: SONAMEs of the MPI-5 standard ABI (C, and Intel's Fortran)
+STANDARD_SONAMES = {"libmpi_abi.so.1", "libmpifort_abi.so.1"}
 XPMEM_SONAME = "libxpmem.so.0"
 
 
@@ -62,22 +65,32 @@ def scan(root: Path, sysroot: Path | None = None) -> list[elf.Elf]:
     return found
 
 
-def mpi_users(files: list[elf.Elf]) -> list[elf.Elf]:
-    """Executables that load MPI directly or through a library that does (by SONAME)."""
-    mpi = set(MPI_SONAMES)
+def _loaders_of(sonames: set[str], files: list[elf.Elf]) -> set[str]:
+    """`sonames` and the SONAMEs of every library that loads one of them, closed."""
+    grown = set(sonames)
     changed = True
-    while changed:  # grow the set of SONAMEs that pull in MPI until it is closed
+    while changed:
         changed = False
         for info in files:
-            if info.soname and info.soname not in mpi and mpi.intersection(info.needed):
-                mpi.add(info.soname)
+            if info.soname and info.soname not in grown and grown.intersection(info.needed):
+                grown.add(info.soname)
                 changed = True
+    return grown
+
+
+def mpi_users(files: list[elf.Elf], sonames=MPI_SONAMES | STANDARD_SONAMES) -> list[elf.Elf]:
+    """Executables that load MPI (of `sonames`) directly or through a library that does."""
+    mpi = _loaders_of(set(sonames), files)
     return [f for f in files if f.interpreter and mpi.intersection(f.needed)]
 
 
-def problems(info: elf.Elf) -> list[str]:
+def problems(info: elf.Elf, mpich: bool = True, standard: bool = False) -> list[str]:
+    """What is wrong with MPI executable `info`, which loads the MPICH ABI (`mpich`) and/or
+    the MPI-5 standard ABI (`standard`)."""
     found = []
-    if XPMEM_SONAME not in info.needed:
+    if mpich and standard:
+        found.append("loads both the MPICH ABI (libmpi.so.12) and the MPI-5 ABI (libmpi_abi.so.1)")
+    if mpich and XPMEM_SONAME not in info.needed:
         found.append(f"DT_NEEDED lacks {XPMEM_SONAME}")
     if info.rpath:
         found.append(f"has DT_RPATH {':'.join(info.rpath)} (the host MPI would be ignored)")
@@ -123,21 +136,26 @@ def main(argv=None) -> int:
     if not args.root.is_dir():
         print(f"image_check: error: {args.root} is not a directory", file=sys.stderr)
         return 2
-    executables = mpi_users(scan(args.root))
+    files = scan(args.root)
     if args.link_xpmem:
-        linked = link_xpmem(executables, args.link_xpmem, args.keep_unlinked)
+        linked = link_xpmem(mpi_users(files, MPI_SONAMES), args.link_xpmem, args.keep_unlinked)
         print(f"linked {XPMEM_SONAME} into {linked} files")
-        executables = mpi_users(scan(args.root))
-    failures = 0
+        files = scan(args.root)
+    mpich = {f.path for f in mpi_users(files, MPI_SONAMES)}
+    standard = {f.path for f in mpi_users(files, STANDARD_SONAMES)}
+    executables = mpi_users(files)
+    failed = []
     for info in sorted(executables, key=lambda i: str(i.path)):
-        bad = problems(info)
-        failures += bool(bad)
-        print(f"{'FAIL' if bad else 'ok  '} {info.path}{': ' + '; '.join(bad) if bad else ''}")
-    print(f"{len(executables)} MPI executables checked, {failures} failed")
+        bad = problems(info, info.path in mpich, info.path in standard)
+        line = f"{'FAIL' if bad else 'ok  '} {info.path}{': ' + '; '.join(bad) if bad else ''}"
+        failed += [line] if bad else []
+        print(line)
+    print("\n".join(failed))  # again, last: what a build log's tail shows
+    print(f"{len(executables)} MPI executables checked, {len(failed)} failed")
     if not executables:
         print(f"image_check: error: no MPI executables under {args.root}", file=sys.stderr)
         return 2
-    return 1 if failures else 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

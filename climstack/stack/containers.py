@@ -11,6 +11,8 @@ import difflib
 import json
 from pathlib import Path
 
+from packaging.version import Version
+
 from climstack import spack
 from climstack.common import atomic
 from climstack.cray import mpich_base
@@ -22,6 +24,10 @@ from climstack.stack import environments, recipes
 RECIPE = "app.def"
 SITE_LABEL = "org.climstack.target-site"
 MANIFEST_MARKER = "END_OF_MANIFEST"
+#: the scope that makes a container environment's image the MPI-5 standard ABI's
+STANDARD_ABI_SCOPE = "site/container-mpi-abi"
+#: the first MPICH whose libmpi_abi.so.1 holds PMPI_* too (5.0.0-5.0.1: libpmpi_abi)
+STANDARD_ABI_MPICH = "5.0.2"
 
 
 def container_section(env_dir: Path) -> dict:
@@ -34,6 +40,14 @@ def container_section(env_dir: Path) -> dict:
             "its labels to the target site",
         )
     return section
+
+
+def abi(env_dir: Path) -> str:
+    """"standard" (the MPI-5 ABI, libmpi_abi.so.1) if the environment includes the
+    standard ABI's scope, else "mpich" (libmpi.so.12, replaced by a Cray MPICH)."""
+    includes = environments.manifest(env_dir)["spack"].get("include", [])
+    own = {str((env_dir / str(i)).resolve()) for i in includes}
+    return "standard" if str(PROJECT_ROOT / STANDARD_ABI_SCOPE) in own else "mpich"
 
 
 def target_site(env_dir: Path) -> sites.Site:
@@ -94,6 +108,16 @@ def check_mpi(env_dir: Path) -> dict:
             fix="require mpich (site/container does: packages: mpi: require: [mpich])",
         )
     mpich = providers["mpich"]
+    if abi(env_dir) == "standard":
+        version = mpich["version"]
+        if not mpich["parameters"].get("abi") or Version(version) < Version(STANDARD_ABI_MPICH):
+            raise ClimstackError(
+                f"{where}: mpich@{version} {'+' if mpich['parameters'].get('abi') else '~'}abi "
+                f"cannot build the MPI-5 standard ABI image: its programs must link "
+                "libmpi_abi.so.1 alone, with PMPI_* in it",
+                fix=f"require mpich@{STANDARD_ABI_MPICH}: +abi ({STANDARD_ABI_SCOPE})",
+            )
+        return mpich
     site = target_site(env_dir)
     mpich_base.check_container_mpich(mpich["version"], site_cray_mpich(site), where)
     return mpich
@@ -125,5 +149,7 @@ def write_recipes(names: list[str], check_only: bool) -> list[str]:
     return drifted
 
 
-def container_environments() -> list[str]:
-    return [n for n in environments.find_environments() if n.startswith("container-")]
+def container_environments(kind: str | None = None) -> list[str]:
+    """The container environments; `kind` "mpich" or "standard": those of that MPI ABI."""
+    names = [n for n in environments.find_environments() if n.startswith("container-")]
+    return [n for n in names if kind is None or abi(environments.resolve(n)) == kind]

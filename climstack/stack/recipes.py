@@ -80,6 +80,20 @@ def files(text: str) -> list[tuple[str, str]]:
     return [(words[0], words[-1]) for words in pairs]
 
 
+def labels(text: str) -> dict[str, str]:
+    """The final stage's %labels: name -> value."""
+    section = stages(text)[-1].section("labels")
+    pairs = [line.split(None, 1) for line in section.lines()] if section else []
+    return {words[0]: words[1] if len(words) > 1 else "" for words in pairs}
+
+
+def arguments(text: str, stage: int = -1) -> dict[str, str]:
+    """A stage's %arguments (Apptainer's build arguments and their defaults)."""
+    section = stages(text)[stage].section("arguments")
+    pairs = [line.split("=", 1) for line in section.lines()] if section else []
+    return {words[0]: words[1] if len(words) > 1 else "" for words in pairs}
+
+
 def heredoc(body: str, marker: str) -> str | None:
     """The text of the here-document `<< 'marker'` in a shell body, None without one."""
     lines = body.splitlines()

@@ -4,13 +4,15 @@
  *   library   first line of MPI_Get_library_version()
  *   loaded    the file the dynamic loader mapped MPI_Init from (dladdr)
  *   ranks     size of MPI_COMM_WORLD
+ *   abi       MPI_Abi_get_version() (compiled against the MPI-5 standard ABI's mpi.h only)
  *   pingpong  mean round-trip time between ranks 0 and 1 (8 bytes), microseconds
  *   providers the network plugins rank 0 mapped: ofi:<name> (libfabric's lib<name>-fi.so),
  *             ucx:<name> (libuct_<name>.so), verbs:<name> (lib<name>-rdmav*.so)
  * and with MPI_PROBE_MAPS=1 in the environment, one "mapped: <rank> <path>" line per shared
  * object each rank mapped (/proc/self/maps, read after the ping-pong, when the network
  * plugins are loaded), gathered to rank 0: `climstack parity` compares them.
- * Uses MPI-3.0 calls only, so it runs on every MPICH-ABI library back to MPICH 3.1.
+ * Uses MPI-3.0 calls only (and MPI-5's MPI_Abi_get_version where the header declares the
+ * standard ABI), so it runs on every MPICH-ABI library back to MPICH 3.1.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -112,6 +114,11 @@ int main(int argc, char **argv)
         printf("library: %s\n", version);
         printf("loaded: %s\n", where.dli_fname ? where.dli_fname : "unknown");
         printf("ranks: %d\n", size);
+#ifdef MPI_ABI_VERSION
+        int abi_major = 0, abi_minor = 0;
+        MPI_Abi_get_version(&abi_major, &abi_minor);
+        printf("abi: %d.%d\n", abi_major, abi_minor);
+#endif
         if (size > 1)
             printf("pingpong: %.3f us (8-byte round trip, mean of %d)\n", round_trip, ITERATIONS);
         printf("providers: %s\n", plugins[0] ? plugins : "none");

@@ -37,6 +37,10 @@ class NetcdfBench(CMakePackage):
         netcdf = self.spec["netcdf-c"]
         return [
             self.define("CMAKE_C_COMPILER", self.spec["mpi"].mpicc),
+            # FindMPI interrogates these wrappers, not the first `mpicc` on PATH: with the
+            # MPI-5 ABI's mpicc_abi, only libmpi_abi.so.1 is linked
+            self.define("MPI_C_COMPILER", self.spec["mpi"].mpicc),
+            self.define("MPI_CXX_COMPILER", self.spec["mpi"].mpicxx),
             # the bundled FindNetCDF.cmake reads these cache variables first
             self.define("NETCDF_INCLUDE_DIR", netcdf.headers.directories[0]),
             self.define("NETCDF_LIBRARY", netcdf.libs.libraries[0]),

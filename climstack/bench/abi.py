@@ -1,0 +1,269 @@
+"""The MPI-5 standard ABI comparison: one image (containers/mpi-abi), unchanged, run in bind
+mode on each host MPI of the standard ABI (climstack.launch.abi_hosts), beside the same
+OSU benchmarks built natively with that MPI's own compiler wrapper; the order of hosts
+and of image/native rotates between repeats. Each cell of the matrix (host MPI x
+benchmark) is the geometric mean over repeats of the image/native time ratio (a rate's
+inverse), averaged over message sizes in each repeat, with its interval (bench.stats).
+NetCDF-Bench runs in the image on every host; the files they write are compared variable
+by variable (bench.bitwise): the same data whichever MPI wrote them.
+"""
+
+import dataclasses
+import hashlib
+import json
+import os
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from climstack.bench import bitwise, formats, stats
+from climstack.bind import loader, plan as plans
+from climstack.common import atomic, process, progress
+from climstack.errors import ClimstackError
+from climstack.inputs import sites
+from climstack.launch import abi_hosts, launch, launchers, runtimes
+from climstack.stack import bench_sources
+
+VIEW = "/opt/views/view"
+OSU_IN_IMAGE = f"{VIEW}/libexec/osu-micro-benchmarks/mpi"
+#: benchmark -> its source under OSU's c/mpi/ (installed as <first directory>/<benchmark>)
+OSU = {
+    "osu_latency": "pt2pt/standard/osu_latency.c",
+    "osu_bw": "pt2pt/standard/osu_bw.c",
+    "osu_allreduce": "collective/blocking/osu_allreduce.c",
+    "osu_allgather": "collective/blocking/osu_allgather.c",
+    "osu_alltoall": "collective/blocking/osu_alltoall.c",
+}
+#: OSU's shared sources every benchmark links (c/util/)
+OSU_UTIL = ("osu_util.c", "osu_util_mpi.c", "osu_util_graph.c", "osu_util_papi.c")
+OSU_ARGS = ("-m", "1:65536", "-i", "200", "-x", "20")
+#: what `make local` runs (C only: the probe, two OSU benchmarks, NetCDF-Bench)
+SMALL = ("osu_latency", "osu_allreduce")
+NETCDF_ARGS = ("-n=1", "-p=2", "-w", "-d=8:64:64:8", "-f=bench.nc")
+RANKS = 2
+RUNTIME = "charliecloud"
+
+
+@dataclass(frozen=True)
+class Cell:
+    host: str
+    benchmark: str
+    estimate: stats.Estimate | None
+
+
+def image_program(bench: str) -> str:
+    """Where the image's OSU build installed `bench` (pt2pt/osu_latency)."""
+    return f"{OSU_IN_IMAGE}/{OSU[bench].split('/')[0]}/{bench}"
+
+
+def osu_tarball() -> Path:
+    """OSU's source tarball in the source mirror (the image's build filled it)."""
+    found = sorted((bench_sources.local_mirror() / "osu-micro-benchmarks").glob("*.tar.gz"))
+    if not found:
+        raise ClimstackError(
+            f"no OSU source tarball in {bench_sources.local_mirror()}/osu-micro-benchmarks",
+            fix="build the image first (bin/climstack image container-mpi-abi fills the mirror)",
+        )
+    return found[-1]
+
+
+def osu_tree(tarball: Path, work: Path) -> Path:
+    """OSU's sources, unpacked from the source mirror's tarball (the image's own)."""
+    with tarfile.open(tarball) as archive:
+        archive.extractall(work, filter="data")
+    (top,) = [p for p in work.iterdir() if (p / "c" / "util").is_dir()]
+    return top
+
+
+def native_programs(host: abi_hosts.Host, tree: Path, out: Path, names) -> dict[str, Path]:
+    """The OSU benchmarks built with the host MPI's own wrapper (its own ABI)."""
+    util = tree / "c" / "util"
+    built = {}
+    for name in names:
+        sources = [tree / "c" / "mpi" / OSU[name], *(util / f for f in OSU_UTIL)]
+        flags = [f"-I{util}", '-DPACKAGE_VERSION="7.4"']
+        built[name] = abi_hosts.compile_c(host, sources, out / host.name / name, flags, ["-lm"])
+    return built
+
+
+def host_plan(host: abi_hosts.Host, out: Path, image: Path) -> plans.Plan:
+    """The host's bind plan for the standard ABI (site local's bind.yaml), written, and the
+    image's mount points made for it."""
+    made = plans.make_plan(
+        sites.get("local"),
+        "bind",
+        loader.View(host.root),
+        host.prefix,
+        runtime=RUNTIME,
+        abi="standard",
+    )
+    made = plans.write(made, out / "plans" / host.name)
+    runtimes.get(RUNTIME).prepare_image(made, image)
+    return made
+
+
+def in_image(plan, host, image: Path, argv, cwd: Path | None = None, timeout=600) -> str:
+    """Run `argv` in the image on the host's launcher under the plan; its output."""
+    if cwd:  # the run directory, bound at /mnt (every image has it)
+        plan = dataclasses.replace(plan, binds=[*plan.binds, [str(cwd), "/mnt"]])
+    command = launch.command(
+        plan,
+        runtimes.get(RUNTIME),
+        launchers.given(host.launch(RANKS)),
+        image,
+        list(argv),
+        join=RANKS,  # one container for the node's ranks, as `bench local`: shared memory
+        cwd="/mnt" if cwd else None,
+    )
+    env = process.with_user({**os.environ, **host.env})
+    what = f"{argv[0]} in {image} on {host.title}"
+    return process.run(command, what, env=env, timeout=timeout).stdout
+
+
+def natively(host, argv, timeout=600) -> str:
+    env = process.with_user({**os.environ, **host.env})
+    command = [*host.launch(RANKS), *map(str, argv)]
+    return process.run(command, f"{argv[0]} on {host.title}", env=env, timeout=timeout).stdout
+
+
+def _by_size(output: str, name: str) -> tuple[dict, bool]:
+    """size -> value of an OSU output, and whether the metric is a rate."""
+    lines = list(enumerate(output.splitlines(), 1))
+    found = list(formats.osu(lines, lambda n, why: None, name))
+    if not found:
+        raise ClimstackError(f"{name} printed no results:\n{output[-2000:]}")
+    return {m.bytes: m.value for m in found}, found[0].unit.endswith("/s")
+
+
+def repeat_ratio(image_out: str, native_out: str, name: str) -> float:
+    """The geometric mean over message sizes of image/native (native/image for a rate)."""
+    image, rate = _by_size(image_out, name)
+    native, _ = _by_size(native_out, name)
+    sizes = sorted(s for s in image.keys() & native.keys() if image[s] > 0 and native[s] > 0)
+    ratios = [native[s] / image[s] if rate else image[s] / native[s] for s in sizes]
+    return stats.geomean(ratios)
+
+
+def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.NAMES,
+            repeats: int = 3) -> dict:  # fmt: skip
+    """Run the comparison; the results (also written to out/abi.json)."""
+    if repeats < 1:
+        raise ClimstackError(f"--repeats {repeats}", fix="1 or more")
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = {name: abi_hosts.host(name, visible=(out, image)) for name in hosts}
+    tree = osu_tree(tarball, out / "osu-source")
+    probes, programs, planned = {}, {}, {}
+    for name, host in chosen.items():
+        with progress.step(f"{host.title}: its bind plan, the probe, the native OSU build"):
+            planned[name] = host_plan(host, out, image)
+            probes[name] = in_image(planned[name], host, image, [f"{VIEW}/bin/mpi-probe"])
+            programs[name] = native_programs(host, tree, out / "native", names)
+    ratios: dict[tuple[str, str], list[float]] = {}
+    order = list(chosen)
+    for repeat in range(repeats):
+        with progress.step(f"repeat {repeat + 1} of {repeats}: {', '.join(names)} on each host"):
+            for name in order[repeat % len(order) :] + order[: repeat % len(order)]:
+                host = chosen[name]
+                for bench in names:
+                    argv = [image_program(bench), *OSU_ARGS]
+                    native_argv = [programs[name][bench], *OSU_ARGS]
+                    if repeat % 2:
+                        native_out = natively(host, native_argv)
+                        image_out = in_image(planned[name], host, image, argv)
+                    else:
+                        image_out = in_image(planned[name], host, image, argv)
+                        native_out = natively(host, native_argv)
+                    ratio = repeat_ratio(image_out, native_out, bench)
+                    ratios.setdefault((name, bench), []).append(ratio)
+    written = {}
+    for name, host in chosen.items():
+        run_dir = out / "netcdf" / name
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with progress.step(f"NetCDF-Bench in the image on {host.title}"):
+            in_image(planned[name], host, image, [f"{VIEW}/bin/benchtool", *NETCDF_ARGS], run_dir)
+        written[name] = run_dir / "bench.nc"
+    results = {
+        "image": str(image),
+        "repeats": repeats,
+        "method": stats.METHOD,
+        "hosts": {
+            name: {
+                "title": host.title,
+                "library": abi_hosts.library_version(probes[name]),
+                "abi": _probe_value(probes[name], "abi"),
+                "loaded": _probe_value(probes[name], "loaded"),
+            }
+            for name, host in chosen.items()
+        },
+        "ratios": {f"{h}/{b}": r for (h, b), r in ratios.items()},
+        "netcdf": same_data(written),
+    }
+    atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _probe_value(output: str, key: str) -> str:
+    return next((line.split(": ", 1)[1] for line in output.splitlines()
+                 if line.startswith(f"{key}: ")), "")  # fmt: skip
+
+
+def same_data(files: dict[str, Path]) -> dict:
+    """Each host's NetCDF-Bench file against the first host's: the variables compared and
+    the differences (none: the same data), and whether the bytes are identical too."""
+    (first, reference), *rest = files.items()
+    report = {}
+    for name, path in rest:
+        comparison = bitwise.Comparison(reference, path)
+        bitwise.compare_netcdf(reference, path, "bench.nc", comparison)
+        report[f"{first} vs {name}"] = {
+            "variables": len(comparison.compared),
+            "differences": [str(d) for d in comparison.differences],
+            "bytes_identical": _digest(reference) == _digest(path),
+        }
+    return report
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def cells(results: dict) -> list[Cell]:
+    return [
+        Cell(*key.split("/"), stats.estimate(values))
+        for key, values in results["ratios"].items()
+    ]
+
+
+def matrix_table(results: dict) -> str:
+    """Markdown: one row per benchmark, one column per host MPI, image/native ratios."""
+    hosts = list(results["hosts"])
+    by = {(c.host, c.benchmark): c.estimate for c in cells(results)}
+    benches = list(dict.fromkeys(c.benchmark for c in cells(results)))
+    titles = [results["hosts"][h]["title"] for h in hosts]
+    lines = [
+        "| benchmark | " + " | ".join(titles) + " |",
+        "|---|" + "---|" * len(hosts),
+    ]
+    for bench in benches:
+        row = [stats.interval_text(by[(h, bench)]) if by.get((h, bench)) else "-" for h in hosts]
+        lines.append(f"| {bench} | " + " | ".join(row) + " |")
+    probe = [
+        f"{results['hosts'][h]['library'].split(',')[0]} (abi {results['hosts'][h]['abi']})"
+        for h in hosts
+    ]
+    lines.append("| mpi-probe in the image | " + " | ".join(probe) + " |")
+    netcdf = results["netcdf"]
+    same = all(not v["differences"] for v in netcdf.values())
+    lines.append(
+        "\nImage/native time ratio (a rate's inverse), geometric mean over message sizes and "
+        f"repeats, {stats.METHOD}. NetCDF-Bench in the image on every host: "
+        + ("the same data" if same else "DIFFERENT data")
+        + " ("
+        + "; ".join(
+            f"{k}: {v['variables']} variables, bytes "
+            + ("identical" if v["bytes_identical"] else "differ (HDF5 metadata)")
+            for k, v in netcdf.items()
+        )
+        + ")."
+    )
+    return "\n".join(lines)

@@ -1,0 +1,142 @@
+"""The MPI-5 standard ABI hosts this machine provides, stand-ins for a centre's MPIs: MPICH
+5.0.2 and Intel MPI 2021.18 (PyPI wheels, on this host) and Open MPI 6.0.0~rc2 (Debian
+sid's, in a sid root filesystem run by `ch-run`: its libraries need glibc 2.38). Each is a
+host MPI with its own launcher and compiler wrapper; a command runs on it through `wrap`
+(nothing here, `ch-run` of the sid root filesystem for Open MPI), and its bind plan is made
+on its `root` (`climstack bind SITE --abi standard --root ROOT --prefix PREFIX`).
+"""
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from climstack import pins
+from climstack.common import cache, process, progress, stamp, wheels
+from climstack.errors import ClimstackError
+from climstack.launch import sid_apptainer
+
+#: Debian sid's Open MPI 6 (launcher, mpicc, libmpi_abi_openmpi.so.1) and ch-run, whose
+#: ranks start containers from inside the sid system
+SID_PACKAGES = ("openmpi-bin", "libopenmpi-dev", "gcc", "libc6-dev", "charliecloud-runtime")
+WHEELS = {"mpich": ("mpich", "5.0.2"), "intel": ("impi-rt", "2021.18.1")}
+#: Intel's compiler wrappers (mpicc), a wheel of their own beside the runtime's
+INTEL_DEVEL = ("impi-devel", "2021.18.1")
+NAMES = ("mpich", "intel", "openmpi")
+
+
+@dataclass(frozen=True)
+class Host:
+    """One host MPI of the standard ABI: where it lives, how it launches and compiles."""
+
+    name: str  # mpich, intel, openmpi
+    title: str  # as reports name it
+    root: Path  # the host system as `climstack bind --root` reads it
+    prefix: str  # the MPI's prefix inside root
+    launcher: tuple[str, ...]  # its launcher; ranks follow as `-n N`
+    options: tuple[str, ...] = ()  # the launcher's options after `-n N`
+    env: dict = field(default_factory=dict)  # what its launcher and ranks need
+    wrap: tuple[str, ...] = ()  # how a command runs on this host
+    cc: str = ""  # its own C compiler wrapper (native builds)
+    cflags: tuple[str, ...] = ()  # what the wrapper needs besides
+
+    def launch(self, ranks: int) -> list[str]:
+        """The host's launcher command for `ranks` ranks, run on this host."""
+        return [*self.wrap, *self.launcher, "-n", str(ranks), *self.options]
+
+    def run(self, argv: list[str]) -> list[str]:
+        """A command line run on this host (its compiler wrapper, a native program)."""
+        return [*self.wrap, *argv]
+
+
+def sid_rootfs() -> Path:
+    """The sid root filesystem holding Open MPI 6, made once (mmdebstrap, ~45 s)."""
+    key = stamp.digest(sid_apptainer.SUITE, *SID_PACKAGES, *sid_apptainer.APT_OPTIONS, length=12)
+    entry = cache.Entry(pins.cache_dir() / "abi-hosts" / "sid-openmpi", key, inside=".inputs")
+    if entry.current():
+        return entry.path
+    if not shutil.which("mmdebstrap"):
+        raise ClimstackError("`mmdebstrap` not found", fix="apt-get install mmdebstrap (bin/setup)")
+
+    def fill(work: Path):
+        work.mkdir()
+        sid_apptainer.mmdebstrap(work, "apt", SID_PACKAGES, "Debian sid with Open MPI 6")
+        (work / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n")
+
+    with progress.step("making the Open MPI 6 host (Debian sid in ch-run, once)"):
+        return entry.build(fill)
+
+
+def wheel_prefix(name: str) -> Path:
+    return wheels.installed(*WHEELS[name])
+
+
+def intel_wrappers() -> Path:
+    """Intel's mpicc (impi-devel), installed into a prefix of its own."""
+    return wheels.installed(*INTEL_DEVEL)
+
+
+def host(name: str, visible=()) -> Host:
+    """The host MPI `name` of NAMES, its files fetched or made once; `visible`: host paths
+    a command run on it must see (Open MPI's sid system sees only what is bound in)."""
+    if name == "mpich":
+        prefix = wheel_prefix("mpich")
+        return Host(
+            name,
+            "MPICH 5.0.2",
+            Path("/"),
+            str(prefix),
+            (str(prefix / "bin" / "mpiexec.hydra"),),
+            cc=str(prefix / "bin" / "mpicc"),
+        )
+    if name == "intel":
+        prefix = wheel_prefix("intel")
+        return Host(
+            name,
+            "Intel MPI 2021.18",
+            Path("/"),
+            str(prefix),
+            (str(prefix / "bin" / "mpiexec.hydra"),),
+            # its shm provider sizes its segments from /dev/shm, which separate user
+            # namespaces do not share: tcp between ranks (bind.yaml's fabric on a cluster)
+            env={"I_MPI_ROOT": str(prefix), "FI_PROVIDER": "tcp"},
+            # the wrapper links I_MPI_ROOT's libraries; the headers are the devel wheel's
+            cc=str(intel_wrappers() / "bin" / "mpicc"),
+            cflags=(f"-I{intel_wrappers() / 'include'}",),
+        )
+    if name == "openmpi":
+        root = sid_rootfs()
+        shown = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path("/tmp"), *map(Path, visible)})
+        shown = [p for p in shown if not any(q in p.parents for q in shown)]  # outermost
+        wrap = ("ch-run", "-w", *(f"--bind={p}:{p}" for p in shown), str(root), "--")
+        as_root = ("--allow-run-as-root",) if os.geteuid() == 0 else ()
+        return Host(
+            name,
+            "Open MPI 6.0.0rc2",
+            root,
+            "/usr",
+            ("mpirun",),
+            ("--oversubscribe", *as_root),
+            wrap=wrap,
+            cc="mpicc",
+        )
+    raise ClimstackError(f"unknown MPI-5 ABI host {name!r}", fix=f"one of {', '.join(NAMES)}")
+
+
+def library_version(output: str) -> str:
+    """The `library:` line a probe printed (MPI_Get_library_version's first line)."""
+    for line in output.splitlines():
+        if line.startswith("library: "):
+            return line.split(": ", 1)[1]
+    return ""
+
+
+def compile_c(host_: Host, sources: list[Path], output: Path, flags=(), libs=()) -> Path:
+    """Build C `sources` into `output` with the host's own compiler wrapper (natively)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, **host_.env}
+    compile_ = [host_.cc, "-O2", *host_.cflags, *flags, "-o", str(output), *map(str, sources)]
+    compile_ += libs
+    argv = host_.run(compile_)
+    process.run(argv, f"{host_.title}'s mpicc", env=process.with_user(env))
+    return output
