@@ -31,6 +31,15 @@ WHEELS = {
 }
 
 
+def spoil(path: Path, name: str, into: str) -> None:
+    """Rename `name` (a .dynstr entry, or the tail of one: `pmpi_send_` holds `mpi_send_`,
+    which then goes with it) to `into`, of the same length, in place."""
+    data = path.read_bytes()
+    old, new = f"{name}\0".encode(), f"{into}\0".encode()
+    assert len(old) == len(new) and data.count(old) == 1, name
+    path.write_bytes(data.replace(old, new))
+
+
 def wheel(key: str) -> Path:
     """Prefix holding the installed wheel (bin/, lib/), downloaded once."""
     return wheels.installed(*WHEELS[key])

@@ -16,11 +16,14 @@ from climstack.image import build_args, image
 from climstack.inputs import sites
 from climstack.stack import containers, environments, lock_cache
 
-CONTAINER_ENVS = containers.container_environments()
+#: the MPICH-ABI images (a Cray MPICH replaces their MPICH); the MPI-5 ABI image's own
+#: tests are in test_mpi_abi.py
+CONTAINER_ENVS = containers.container_environments("mpich")
 
 
-def test_there_is_a_container_environment_per_cray_site():
+def test_there_is_a_container_environment_per_cray_site_and_the_standard_abi():
     assert {"container-archer2", "container-gaea-c6"} <= set(CONTAINER_ENVS)
+    assert containers.container_environments("standard") == ["container-mpi-abi"]
 
 
 @pytest.mark.parametrize("name", CONTAINER_ENVS)
@@ -39,7 +42,7 @@ def test_recipe_parses_into_build_and_final_stages(name, tmp_path):
     build, final = stages["build"], stages["final"]
     assert build.fromHeader == final.fromHeader == "debian:12"  # glibc 2.36 >= 2.26
     assert "repo /opt/climstack/repo" in build.files  # our package repo reaches the build
-    assert "site/container /opt/climstack/site/container" in build.files
+    assert "site /opt/climstack/site" in build.files  # the container scope among them
     post = "\n".join(build.install)
     # Spack, spack-packages and clingo pinned exactly as bin/setup pins them
     assert f"--branch {pins.SPACK.clone_ref} https://github.com/spack/spack.git" in post

@@ -17,6 +17,7 @@ from climstack.bind import elf
 from climstack.bind import plan as planner
 from climstack.check import verify
 from climstack.inputs import sites
+from climstack_dev.programs import spoil
 
 MPIFORT = shutil.which("mpifort.mpich")
 pytestmark = pytest.mark.skipif(not MPIFORT, reason="needs Debian's mpifort (bin/setup)")
@@ -61,15 +62,6 @@ def programs(tmp_path_factory) -> dict[str, Path]:
             [MPIFORT, "-O2", "-o", built[name], source], cwd=work, check=True, capture_output=True
         )
     return built
-
-
-def spoil(path: Path, name: str, into: str) -> None:
-    """Rename `name` (a .dynstr entry, or the tail of one: `pmpi_send_` holds `mpi_send_`,
-    which then goes with it) to `into`, of the same length, in place."""
-    data = path.read_bytes()
-    old, new = f"{name}\0".encode(), f"{into}\0".encode()
-    assert len(old) == len(new) and data.count(old) == 1, name
-    path.write_bytes(data.replace(old, new))
 
 
 def host(tmp_path: Path, spoiled: str = "", gfortran: str = "") -> Path:
