@@ -48,6 +48,8 @@ LOCAL = (
     Step("SIF and container smoke", ((CLIMSTACK, "container-smoke", "container-archer2"),)),
     Step("OCI registry smoke", ((CLIMSTACK, "registry-smoke", "local"),)),
     Step("benchmarks", ((CLIMSTACK, "bench", "local", "--reuse"),)),
+    # the MPI-5 standard ABI image (C only) on MPICH 5, Intel MPI and Open MPI 6, small slice
+    Step("MPI-5 ABI image on three host MPIs", ((CLIMSTACK, "bench", "abi"),)),
 )
 WORKFLOWS = {"local": LOCAL}
 

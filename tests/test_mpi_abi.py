@@ -7,6 +7,7 @@ the three, each with its own launcher, also as a Slurm step."""
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from conftest import PROJECT_ROOT
 from spython.main.parse.parsers import SingularityParser
 
 import slurm_cluster
+from climstack import spack
 from climstack.bench import abi
 from climstack.bind import discover, loader
 from climstack.bind import plan as plans
@@ -82,6 +84,24 @@ def test_the_environment_links_every_mpi_program_to_the_standard_abi(tmp_path):
     assert "xpmem-stub" not in names and "openmpi" not in names
 
 
+OVERLAY = PROJECT_ROOT / "site" / "container-mpi-abi" / "repo"
+
+
+def test_the_overlay_recipe_passes_spacks_audit_and_style():
+    proc = spack.run("audit", "packages", "mpich", env=environments.resolve(NAME), check=False)
+    assert proc.returncode == 0 and "FAILED" not in proc.stdout, proc.stdout + proc.stderr
+    ours = PROJECT_ROOT / "repo"  # the style settings of our main repository
+    for tool in (
+        ["flake8", "--config", ours / ".flake8"],
+        ["black", "--check", "--config", ours / "pyproject.toml"],
+        ["isort", "--check-only", "--settings-path", ours],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", *tool, OVERLAY / "packages"], capture_output=True, text=True
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def _abi_env(tmp_path: Path, mpich_: str) -> Path:
     (tmp_path / "spack.yaml").write_text(
         f"""spack:
@@ -141,7 +161,9 @@ def test_distribution_names_are_found_and_two_need_a_choice(hosts, tmp_path):
     and lets update-alternatives pick libmpi_abi.so.1."""
     lib = tmp_path / "lib"
     lib.mkdir()
-    shutil.copy2(Path(hosts["mpich"].prefix) / "lib/libmpi_abi.so.1", lib / "libmpi_abi_mpich.so.1.0.0")
+    shutil.copy2(
+        Path(hosts["mpich"].prefix) / "lib/libmpi_abi.so.1", lib / "libmpi_abi_mpich.so.1.0.0"
+    )
     found = discover.find_standard(str(tmp_path), loader.View(), "--prefix")
     assert found.libraries["libmpi_abi.so.1"] == str(lib / "libmpi_abi_mpich.so.1.0.0")
     assert found.version == "MPICH 5.0.2"
@@ -247,7 +269,9 @@ def test_an_image_whose_glibc_is_older_than_open_mpis_is_refused(hosts, abi_imag
     shutil.copy2("/etc/ld.so.conf", old / "etc/ld.so.conf")
     probe = loader.View(abi_image).resolve(PROBE)[1]
     shutil.copy2(probe, old / "opt/probe/mpi-probe")
-    report = verify.check("/opt/probe/mpi-probe", standard_plan(hosts["openmpi"], tmp_path / "p"), old)
+    report = verify.check(
+        "/opt/probe/mpi-probe", standard_plan(hosts["openmpi"], tmp_path / "p"), old
+    )
     assert "GLIBC_2.38" in report.glibc_missing
     assert any("use an image with a newer glibc" in p for p in report.problems)
 
@@ -264,7 +288,9 @@ def test_one_image_runs_on_the_three_host_mpis(abi_image, hosts, tmp_path):
         assert found["library"].startswith(titles[name]), output
         assert found["loaded"] == f"{plans.LINKS_DIR}/libmpi_abi.so.1"
         assert found["ranks"] == "2" and found["abi"] == "1.0"
-        latency = abi.in_image(made, host, abi_image, [abi.image_program("osu_latency"), "-m", "8:8"])
+        latency = abi.in_image(
+            made, host, abi_image, [abi.image_program("osu_latency"), "-m", "8:8"]
+        )
         assert abi._by_size(latency, "osu_latency")[0][8] > 0
 
 

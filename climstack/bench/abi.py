@@ -229,8 +229,7 @@ def _digest(path: Path) -> str:
 
 def cells(results: dict) -> list[Cell]:
     return [
-        Cell(*key.split("/"), stats.estimate(values))
-        for key, values in results["ratios"].items()
+        Cell(*key.split("/"), stats.estimate(values)) for key, values in results["ratios"].items()
     ]
 
 

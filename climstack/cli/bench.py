@@ -242,8 +242,8 @@ def register(commands) -> None:
     )
     mpi5.add_argument("--repeats", type=int, default=3, help="runs per cell (default 3)")
     mpi5.add_argument(
-        "--benchmarks", help=f"comma-separated, from {','.join(abi.OSU)} (default: "
-        f"{','.join(abi.SMALL)})"
+        "--benchmarks",
+        help=f"comma-separated, from {','.join(abi.OSU)} (default: " f"{','.join(abi.SMALL)})",
     )
     mpi5.add_argument("--hosts", help=f"comma-separated, from {','.join(abi_hosts.NAMES)}")
     mpi5.add_argument("--image", type=Path, help="the image directory of container-mpi-abi")

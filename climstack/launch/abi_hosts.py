@@ -56,7 +56,9 @@ def sid_rootfs() -> Path:
     if entry.current():
         return entry.path
     if not shutil.which("mmdebstrap"):
-        raise ClimstackError("`mmdebstrap` not found", fix="apt-get install mmdebstrap (bin/setup)")
+        raise ClimstackError(
+            "`mmdebstrap` not found", fix="apt-get install mmdebstrap (bin/setup)"
+        )
 
     def fill(work: Path):
         work.mkdir()

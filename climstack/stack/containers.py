@@ -43,7 +43,7 @@ def container_section(env_dir: Path) -> dict:
 
 
 def abi(env_dir: Path) -> str:
-    """"standard" (the MPI-5 ABI, libmpi_abi.so.1) if the environment includes the
+    """ "standard" (the MPI-5 ABI, libmpi_abi.so.1) if the environment includes the
     standard ABI's scope, else "mpich" (libmpi.so.12, replaced by a Cray MPICH)."""
     includes = environments.manifest(env_dir)["spack"].get("include", [])
     own = {str((env_dir / str(i)).resolve()) for i in includes}

@@ -38,7 +38,9 @@ class Mpich(BuiltinMpich):
     )
 
     def configure_args(self):
-        return super().configure_args() + (["--enable-mpi-abi"] if self.spec.satisfies("+abi") else [])
+        return super().configure_args() + (
+            ["--enable-mpi-abi"] if self.spec.satisfies("+abi") else []
+        )
 
     def setup_dependent_package(self, module, dependent_spec):
         super().setup_dependent_package(module, dependent_spec)
@@ -54,5 +56,6 @@ class Mpich(BuiltinMpich):
 
     @property
     def libs(self):
-        name = "libmpi_abi" if self.spec.satisfies("+abi") else "libmpi"
-        return find_libraries(name, root=self.prefix, shared=True, recursive=True)
+        if self.spec.satisfies("+abi"):
+            return find_libraries("libmpi_abi", root=self.prefix, shared=True, recursive=True)
+        return super().libs
