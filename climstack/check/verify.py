@@ -5,9 +5,10 @@ the MPI-5 standard ABI, libmpi_abi.so.1) and libxpmem.so.0 the loader would pick
 image with the plan's binds and LD_LIBRARY_PATH (under the plan's RPATH remedy, if any),
 that the executable's ABI is the plan's, the MPICH base of both sides (the image's no newer
 than the host's; the standard ABI has none), the glibc symbol versions the bound host
-libraries need from the image's C library, and the symbol check: every MPI symbol the executable and its
-MPI-using libraries import (C, the Fortran bindings, gfortran's module procedures, MPICH's
-link constants and common blocks) must be exported by the host MPI. An RPATH that keeps the
+libraries need from the image's C library, and the symbol check: every MPI symbol the
+executable and its MPI-using libraries import (C, the Fortran bindings, gfortran's module
+procedures, MPICH's link constants and common blocks) must be exported by the host MPI
+(and, on the standard ABI, its PMPI_* twin). An RPATH that keeps the
 host MPI out is refused with the remedies that would apply. Then, with --run, runs it
 (mpi-probe) under the plan to show which MPI really loaded.
 """
