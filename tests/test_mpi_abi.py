@@ -319,3 +319,15 @@ def test_bench_abi_reports_the_matrix_with_the_same_netcdf_data(abi_image, tmp_p
     table = abi.matrix_table(results)
     assert "| osu_latency |" in table and "n=2" in table and "the same data" in table
     assert json.loads((out / "abi.json").read_text())["repeats"] == 2
+    rows = abi.compatibility(results, out, None)  # the standard ABI image's rows
+    verdicts = {row["host"]: row["verdict"] for row in rows}
+    assert [verdicts[h.title] for h in map(abi_hosts.host, abi_hosts.NAMES)] == ["verify ok"] * 3
+    refused = [v for h, v in verdicts.items() if "MPICH 3.4.3" in h or "4.0.2" in h]
+    assert (
+        refused
+        == [
+            "refused by bind: the host MPI has no MPI-5 standard ABI library "
+            "(libmpi_abi.so.1, libmpi_abi_mpich.so.1, libmpi_abi_openmpi.so.1)"
+        ]
+        * 2
+    )

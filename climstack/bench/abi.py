@@ -9,22 +9,24 @@ by variable (bench.bitwise): the same data whichever MPI wrote them.
 """
 
 import dataclasses
-import hashlib
 import json
 import os
+import re
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench import bitwise, formats, stats
 from climstack.bind import loader, plan as plans
-from climstack.common import atomic, process, progress
+from climstack.check import verify
+from climstack.common import atomic, process, progress, wheels
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.launch import abi_hosts, launch, launchers, runtimes
 from climstack.stack import bench_sources
 
 VIEW = "/opt/views/view"
+PROBE = f"{VIEW}/bin/mpi-probe"
 OSU_IN_IMAGE = f"{VIEW}/libexec/osu-micro-benchmarks/mpi"
 #: benchmark -> its source under OSU's c/mpi/ (installed as <first directory>/<benchmark>)
 OSU = {
@@ -156,7 +158,7 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
     for name, host in chosen.items():
         with progress.step(f"{host.title}: its bind plan, the probe, the native OSU build"):
             planned[name] = host_plan(host, out, image)
-            probes[name] = in_image(planned[name], host, image, [f"{VIEW}/bin/mpi-probe"])
+            probes[name] = in_image(planned[name], host, image, [PROBE])
             programs[name] = native_programs(host, tree, out / "native", names)
     ratios: dict[tuple[str, str], list[float]] = {}
     order = list(chosen)
@@ -202,6 +204,71 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
     return results
 
 
+#: hosts verify is asked about without running anything: MPICH-ABI only (no libmpi_abi)
+MPICH_ONLY = {"mpich-3.4.3": ("MPICH 3.4.3 (Cray MPICH 8.1's base)", ("mpich", "3.4.3")),
+              "debian-mpich": ("Debian's MPICH 4.0.2", None)}  # fmt: skip
+#: the images of each ABI: environment, and the probe in it
+IMAGES = {"standard": ("container-mpi-abi", PROBE), "mpich": ("container-archer2", PROBE)}
+
+
+def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path) -> str:
+    """What `bind` then `verify` say of the image of ABI `kind`'s probe on a host MPI."""
+    try:
+        made = plans.make_plan(
+            sites.get("local"), "bind", loader.View(root), prefix, abi=kind, environ={}
+        )
+    except ClimstackError as err:
+        return f"refused by bind: {_reason(str(err))}"
+    report = verify.check(PROBE, plans.write(made, work), image_dir)
+    return "verify ok" if report.ok else f"refused by verify: {_reason(report.problems[0])}"
+
+
+def _reason(message: str) -> str:
+    """A refusal's first clause, without this machine's paths."""
+    text = re.sub(r"(?<![\w.])/\S+|\(--prefix\)", "", message.splitlines()[0])
+    text = re.sub(r"\bat\s+(?=is|has)|^\W+", "", text)
+    return re.sub(r"\s+", " ", text.split(";")[0].split(": an ")[0]).strip()
+
+
+def compatibility(results: dict, out: Path, mpich_image: Path | None) -> list[dict]:
+    """Image ABI x host MPI: how it launches, what bind and verify say (computed here), and
+    the measured osu_latency ratio where it ran."""
+    hosts = {name: abi_hosts.host(name, visible=(out,)) for name in results["hosts"]}
+    rows = []
+    targets = [(n, h.title, h.root, h.prefix, " ".join(h.launcher[-1:])) for n, h in hosts.items()]
+    for name, (title, wheel) in MPICH_ONLY.items():
+        prefix = str(wheels.installed(*wheel)) if wheel else "/usr"
+        targets.append((name, title, Path("/"), prefix, "-"))
+    images = {"standard": Path(results["image"]), "mpich": mpich_image}
+    for kind, image_dir in images.items():
+        if image_dir is None:
+            continue
+        for name, title, root, prefix, launcher in targets:
+            ratio = results["ratios"].get(f"{name}/osu_latency") if kind == "standard" else None
+            estimate = stats.estimate(ratio) if ratio else None
+            work = out / "compatibility" / f"{kind}-{name}"
+            rows.append(
+                {
+                    "image": IMAGES[kind][0],
+                    "host": title,
+                    "launcher": Path(launcher).name if launcher != "-" else "-",
+                    "verdict": _verdict(kind, image_dir, root, prefix, work),
+                    "osu_latency": stats.interval_text(estimate) if estimate else "-",
+                }
+            )
+    return rows
+
+
+def compatibility_table(rows: list[dict]) -> str:
+    lines = ["| image | host MPI | launcher | bind + verify | osu_latency image/native |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        f"| {r['image']} | {r['host']} | {r['launcher']} | {r['verdict']} | {r['osu_latency']} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
 def _probe_value(output: str, key: str) -> str:
     return next((line.split(": ", 1)[1] for line in output.splitlines()
                  if line.startswith(f"{key}: ")), "")  # fmt: skip
@@ -215,16 +282,17 @@ def same_data(files: dict[str, Path]) -> dict:
     for name, path in rest:
         comparison = bitwise.Comparison(reference, path)
         bitwise.compare_netcdf(reference, path, "bench.nc", comparison)
+        a, b = reference.read_bytes(), path.read_bytes()
+        places = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
         report[f"{first} vs {name}"] = {
             "variables": len(comparison.compared),
             "differences": [str(d) for d in comparison.differences],
-            "bytes_identical": _digest(reference) == _digest(path),
+            "bytes_identical": a == b,
+            # where the bytes differ (the files' own bookkeeping, when the data are the same)
+            "differing_bytes": len(places) + abs(len(a) - len(b)),
+            "differing_range": [places[0], places[-1]] if places else [],
         }
     return report
-
-
-def _digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def cells(results: dict) -> list[Cell]:
@@ -259,8 +327,13 @@ def matrix_table(results: dict) -> str:
         + ("the same data" if same else "DIFFERENT data")
         + " ("
         + "; ".join(
-            f"{k}: {v['variables']} variables, bytes "
-            + ("identical" if v["bytes_identical"] else "differ (HDF5 metadata)")
+            f"{k}: {v['variables']} variables, "
+            + (
+                "bytes identical"
+                if v["bytes_identical"]
+                else f"{v['differing_bytes']} bytes differ, at offsets "
+                f"{v['differing_range'][0]}-{v['differing_range'][1]}"
+            )
             for k, v in netcdf.items()
         )
         + ")."

@@ -179,6 +179,9 @@ def run_abi(args) -> int:
     tarball = abi.osu_tarball()
     results = abi.compare(Path(image_dir), out, tarball, names, hosts, args.repeats)
     table = abi.matrix_table(results)
+    mpich_image = image.default_destination("container-archer2")  # if `make local` built it
+    rows = abi.compatibility(results, out, mpich_image if mpich_image.is_dir() else None)
+    table += "\n\n" + abi.compatibility_table(rows)
     (out / "abi.md").write_text(table + "\n")
     print(table)
     print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
