@@ -10,11 +10,12 @@ from climstack_dev.cray_tree import shared_library
 from climstack.cray.cray_pe import COMPONENTS, release_table
 
 #: what a release ships besides its CPE components (libfabric comes with the Slingshot
-#: host software, GCC is the PrgEnv-gnu default): as site/archer2 and Pawsey's Setonix pin
+#: host software, GCC is the PrgEnv-gnu default): as site/archer2, Pawsey's Setonix and
+#: OLCF's Frontier pin (25.09: Slingshot Host Software 14's libfabric 2.3.1, site/frontier)
 NON_CPE = {
     "23.09": {"libfabric": "1.12.1.2.2.0.0", "gcc": "11.2.0"},
     "25.03": {"libfabric": "1.22.0", "gcc": "14.2.0"},
-    "25.09": {"libfabric": "1.22.0", "gcc": "14.2.0"},
+    "25.09": {"libfabric": "2.3.1", "gcc": "14.2.0"},
 }
 
 

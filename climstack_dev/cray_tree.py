@@ -209,3 +209,46 @@ def io_builds(root: Path, fabric: str) -> None:
             f"libnetcdff_parallel_{tag}.so.7",
             [nc, *runtime],
         )
+
+
+#: Cray MPICH 9 on CPE 25.09, as site/frontier pins it (its gnu/12.3 build directory)
+CRAY_MPICH_9 = "/opt/cray/pe/mpich/9.0.1/ofi/gnu/12.3"
+CRAY_9_SOURCE = CRAY_LIB_SOURCE.replace("8.1.27.4 (ANL base 3.4a2)", "9.0.1.498 (ANL base 4.1.2)")
+
+
+def cray9_tree(root: Path) -> Path:
+    """A Cray PE of CPE 25.09 under `root`, in the layout site/frontier's externals and
+    bind.yaml name: Cray MPICH 9.0.1 (lib-abi-mpich/libmpi.so.12 a link to the gnu/12.3
+    build, "ANL base 4.1.2" in its .rodata) needing cray-pmi 6.1.16 (through
+    /opt/cray/pe/lib64, needing PALS) and Slingshot Host Software 14's libfabric 2.3.1,
+    whose cxi provider needs libcxi; XPMEM at /opt/cray/xpmem/default; the Slingshot
+    libraries in /usr/lib64; Slurm's spool and /run/cxi."""
+    for name, needs in SYSTEM_LIBRARIES.items():
+        shared_library(root, f"/usr/lib64/{name}", name, [f"/usr/lib64/{n}" for n in needs])
+    fabric = "/opt/cray/libfabric/2.3.1/lib64"
+    shared_library(root, f"{fabric}/libfabric.so.1.27.0", "libfabric.so.1")
+    _link(root, f"{fabric}/libfabric.so.1", "libfabric.so.1.27.0")
+    shared_library(
+        root, f"{fabric}/libfabric/libcxi-fi.so", "libcxi-fi.so", ["/usr/lib64/libcxi.so.1"]
+    )
+    pals = "/opt/cray/pals/1.7/lib/libpals.so.0"
+    shared_library(root, pals, "libpals.so.0")
+    _link(root, "/opt/cray/pals/default", "1.7")
+    pmi = "/opt/cray/pe/pmi/6.1.16/lib/libpmi.so.0"
+    shared_library(root, pmi, "libpmi.so.0", [pals], runpath="/opt/cray/pals/default/lib")
+    _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.16/lib/libpmi.so.0")
+    shared_library(root, "/opt/cray/xpmem/2.11.3/lib64/libxpmem.so.0", "libxpmem.so.0")
+    _link(root, "/opt/cray/xpmem/default", "2.11.3")
+    shared_library(
+        root,
+        f"{CRAY_MPICH_9}/lib/libmpi_gnu_123.so.12.0.0",
+        "libmpi_gnu_123.so.12",
+        [f"{fabric}/libfabric.so.1", "/opt/cray/pe/lib64/libpmi.so.0"],
+        source=CRAY_9_SOURCE,
+    )
+    _link(root, f"{CRAY_MPICH_9}/lib-abi-mpich/libmpi.so.12", "../lib/libmpi_gnu_123.so.12.0.0")
+    (root / "etc").mkdir(parents=True, exist_ok=True)
+    (root / "etc/host.conf").write_text("")
+    for path in ("/var/spool/slurmd/mpi_cray_shasta", "/run/cxi"):
+        (root / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    return root

@@ -11,12 +11,13 @@ from climstack_dev import LOCK_HASHES
 
 #: site -> (target of its compute nodes' CPU, OS of the Cray PE externals), from the
 #: machines' published hardware: ARCHER2 EPYC 7742, Gaea C5 EPYC 7H12, Gaea C6 EPYC 9654,
-#: Setonix EPYC 7763 (Milan)
+#: Setonix EPYC 7763 (Milan), Frontier EPYC 7A53 (Trento)
 CRAY_SITES = {
     "archer2": ("zen2", "sles15"),
     "gaea-c5": ("zen2", "sles15"),
     "gaea-c6": ("zen4", "sles15"),
     "setonix": ("zen3", "sles15"),
+    "frontier": ("zen3", "sles15"),
 }
 
 

@@ -137,10 +137,13 @@ def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
 
 
 def test_every_cray_mpich_in_our_sites_has_a_known_base():
-    assert {"archer2", "gaea-c5", "gaea-c6", "setonix"} <= set(cray_sites())
+    assert {"archer2", "gaea-c5", "gaea-c6", "setonix", "frontier"} <= set(cray_sites())
     for site in cray_sites():  # a new site's container pin follows from this base
-        base, source = mpich_base.base_of(containers.site_cray_mpich(sites.get(site)))
-        assert base == "3.4a2" and "HPE" in source, site  # all four are cray-mpich 8.1.x
+        cray_mpich = containers.site_cray_mpich(sites.get(site))
+        base, source = mpich_base.base_of(cray_mpich)
+        # cray-mpich 8.1.x (ARCHER2, Gaea, Setonix) or 9.0.x (Frontier, CPE 25.09)
+        expected = "4.1.2" if cray_mpich.startswith("9.") else "3.4a2"
+        assert base == expected and "HPE" in source, site
 
 
 def test_mpich_newer_than_the_cray_base_is_refused():

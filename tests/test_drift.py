@@ -34,6 +34,8 @@ def trees(tmp_path_factory) -> dict[str, Path]:
         "9.0": cpe_tree(
             base / "nine", ("23.09", "25.03"), "25.03", also=nine, defaults={"cray-mpich": "9.0.1"}
         ),
+        # ARCHER2's containerised CPE 25.09 (ccpe/25.09), its successor's likely release
+        "25.09": cpe_tree(base / "ccpe", ("23.09", "25.09"), "25.09"),
     }
 
 
@@ -97,6 +99,31 @@ def test_a_cray_mpich_9_default_moves_the_container_pin_and_the_proposal_concret
     assert "mpich                    3.4.3 -> 4.1.2  [rebuild]" in proc.stdout
     check = subprocess.run(["git", "-C", PROJECT_ROOT, "apply", "--check", patch])
     assert check.returncode == 0, "the proposal does not apply to the checkout"
+
+
+def test_a_major_release_names_the_base_change_the_pin_and_the_rebuild(trees, tmp_path):
+    """CPE 23.09 (cray-mpich 8.1.27) -> 25.09 (9.0.1): every CPE component moves, the MPICH
+    base 3.4a2 -> 4.1.2 moves the container's pin, and the image is rebuilt and verified."""
+    patch = tmp_path / "update.diff"
+    proc = drift("archer2", "--root", trees["25.09"], "--write", patch)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "default changed: 8.1.27 -> 9.0.1" in line_of(proc.stdout, "cray-mpich")
+    assert "default changed: 1.12.1.2.2.0.0 -> 2.3.1" in line_of(proc.stdout, "libfabric")
+    consequence = next(line for line in proc.stdout.splitlines() if "consequence:" in line)
+    assert "ANL MPICH base 3.4a2 -> 4.1.2" in consequence and "from 3.4 to 4.1" in consequence
+    assert "rebuild the image on the new pin and verify it again" in consequence
+    assert "+      require: ['@4.1']  # climstack drift: cray-mpich 9.0.1" in patch.read_text()
+    assert "9 of 10 Cray PE externals drifted" in proc.stdout
+
+
+def test_frontier_against_its_own_release_has_no_version_drift(trees):
+    """site/frontier pins CPE 25.09 (cray-mpich 9.0.1): no component's version drifts on a
+    25.09 tree (its build directories, PLACEHOLDERs in gnu/12.3, are not the tree's)."""
+    proc = drift("frontier", "--root", trees["25.09"])
+    assert "(CPE 25.09)" in proc.stdout.splitlines()[0]
+    assert "default changed" not in proc.stdout and "consequence" not in proc.stdout
+    assert line_of(proc.stdout, "cray-pmi").endswith(" ok")
+    assert line_of(proc.stdout, "libfabric").endswith(" ok")
 
 
 def test_apply_keeps_comments_and_spack_reads_the_result(trees, site_copy):

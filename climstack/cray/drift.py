@@ -122,10 +122,13 @@ def consequences(findings: list[Finding], site: sites.Site) -> list[str]:
                 )
                 continue
             if _series(old) != _series(new):
+                manifest = _container_manifest(site)
                 lines.append(
                     f"cray-mpich {f.pinned} -> {f.proposed} changes the ANL MPICH base "
                     f"{old} -> {new}: the container's MPICH pin moves from {_series(old)} to "
-                    f"{_series(new)} ({_container_manifest(site) or 'no container environment'})"
+                    f"{_series(new)} ({manifest or 'no container environment'}); rebuild the "
+                    "image on the new pin and verify it again on the new host (`climstack "
+                    "containerize`, `apptainer build`, `climstack verify`)"
                 )
     return lines
 

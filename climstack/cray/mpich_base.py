@@ -36,7 +36,10 @@ CRAY_MPICH_BASES = (
         "9.0.0",
         "9.99.99",
         "4.1.2",
-        "HPE runtime strings 'CRAY MPICH version 9.0.0.113 (ANL base 4.1.2)', 9.0.1 likewise",
+        "HPE runtime strings 'CRAY MPICH version 9.0.0.113 (ANL base 4.1.2)', 9.0.1 likewise; "
+        "LUMI: '9.0.x is derived from MPICH 4.1' (Lumi-supercomputer/LUMI-training-materials"
+        "@d64bc58c:docs/User-Updates/Update-202601/index.md); OLCF's CPE 25.09 base images "
+        "carry MPICH 4.1.3 (olcf/olcf-user-docs@2745903:software/containers_on_frontier.rst)",
     ),
 )
 
