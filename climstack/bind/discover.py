@@ -45,15 +45,20 @@ class HostMpi:
     abi: str = "mpich"
 
 
-def find_in_prefix(prefix: str, view: loader.View, source: str, abi: str = "mpich") -> HostMpi:
-    if abi == "standard":
-        return find_standard(prefix, view, source)
-    tried = []
+def _lib_dirs(prefix: str, view: loader.View, tried: list[str]):
+    """The library directories of `prefix` that exist in the view, each named in `tried`."""
     for sub in LIB_SUBDIRS:
         libdir = f"{prefix.rstrip('/')}/{sub}"
         tried.append(libdir)
-        if not view.is_dir(libdir):
-            continue
+        if view.is_dir(libdir):
+            yield libdir
+
+
+def find_in_prefix(prefix: str, view: loader.View, source: str, abi: str = "mpich") -> HostMpi:
+    if abi == "standard":
+        return find_standard(prefix, view, source)
+    tried: list[str] = []
+    for libdir in _lib_dirs(prefix, view, tried):
         found = {}
         for abi, candidates in ABI_NAMES.items():
             for name in candidates:
@@ -107,12 +112,8 @@ def find_standard(prefix: str, view: loader.View, source: str) -> HostMpi:
     """The host's MPI-5 standard ABI library under `prefix`: its libmpi_abi.so.1 (where
     several implementations are installed, the one that name resolves to, as the loader
     would take it), and Intel's Fortran ABI library beside it."""
-    tried = []
-    for sub in LIB_SUBDIRS:
-        libdir = f"{prefix.rstrip('/')}/{sub}"
-        tried.append(libdir)
-        if not view.is_dir(libdir):
-            continue
+    tried: list[str] = []
+    for libdir in _lib_dirs(prefix, view, tried):
         files = _standard_files(libdir, view)
         if not files:
             continue

@@ -78,33 +78,30 @@ def intel_wrappers() -> Path:
     return wheels.installed(*INTEL_DEVEL)
 
 
+def _wheel_host(name: str, title: str, cc: str, **rest) -> Host:
+    """A host MPI of a PyPI wheel on this host: its hydra launcher; `cc` in its bin/ or a
+    path of its own."""
+    prefix = wheel_prefix(name)
+    launcher = (str(prefix / "bin" / "mpiexec.hydra"),)
+    return Host(name, title, Path("/"), str(prefix), launcher, cc=str(prefix / "bin" / cc), **rest)
+
+
 def host(name: str, visible=()) -> Host:
     """The host MPI `name` of NAMES, its files fetched or made once; `visible`: host paths
     a command run on it must see (Open MPI's sid system sees only what is bound in)."""
     if name == "mpich":
-        prefix = wheel_prefix("mpich")
-        return Host(
-            name,
-            "MPICH 5.0.2",
-            Path("/"),
-            str(prefix),
-            (str(prefix / "bin" / "mpiexec.hydra"),),
-            cc=str(prefix / "bin" / "mpicc"),
-        )
+        return _wheel_host(name, "MPICH 5.0.2", cc="mpicc")
     if name == "intel":
-        prefix = wheel_prefix("intel")
-        return Host(
+        devel = intel_wrappers()
+        return _wheel_host(
             name,
             "Intel MPI 2021.18",
-            Path("/"),
-            str(prefix),
-            (str(prefix / "bin" / "mpiexec.hydra"),),
             # its shm provider sizes its segments from /dev/shm, which separate user
             # namespaces do not share: tcp between ranks (bind.yaml's fabric on a cluster)
-            env={"I_MPI_ROOT": str(prefix), "FI_PROVIDER": "tcp"},
+            env={"I_MPI_ROOT": str(wheel_prefix(name)), "FI_PROVIDER": "tcp"},
             # the wrapper links I_MPI_ROOT's libraries; the headers are the devel wheel's
-            cc=str(intel_wrappers() / "bin" / "mpicc"),
-            cflags=(f"-I{intel_wrappers() / 'include'}",),
+            cc=str(devel / "bin" / "mpicc"),
+            cflags=(f"-I{devel / 'include'}",),
         )
     if name == "openmpi":
         root = sid_rootfs()
