@@ -37,7 +37,7 @@ def test_the_registry_finds_every_runtime_module_and_the_double_on_its_path(monk
         runtimes.get("double")
     monkeypatch.setenv(runtimes.PATH_VARIABLE, str(DOUBLES))
     assert "double" in runtimes.NAMES and isinstance(runtimes.get("double"), Runtime)
-    assert set(launchers.NAMES) == {"mpiexec", "srun"}
+    assert set(launchers.NAMES) == {"mpiexec", "mpirun", "srun"}
 
 
 def test_bind_renders_and_writes_a_plan_for_the_double(tmp_path):

@@ -235,7 +235,7 @@ def compatibility(results: dict, out: Path, mpich_image: Path | None) -> list[di
     the measured osu_latency ratio where it ran."""
     hosts = {name: abi_hosts.host(name, visible=(out,)) for name in results["hosts"]}
     rows = []
-    targets = [(n, h.title, h.root, h.prefix, " ".join(h.launcher[-1:])) for n, h in hosts.items()]
+    targets = [(n, h.title, h.root, h.prefix, h.launch(1)[len(h.wrap)]) for n, h in hosts.items()]
     for name, (title, wheel) in MPICH_ONLY.items():
         prefix = str(wheels.installed(*wheel)) if wheel else "/usr"
         targets.append((name, title, Path("/"), prefix, "-"))

@@ -171,6 +171,7 @@ def run_abi(args) -> int:
     bad = [h for h in hosts if h not in abi_hosts.NAMES]
     if bad:
         raise ClimstackError(f"--hosts: unknown {', '.join(bad)}", fix=",".join(abi_hosts.NAMES))
+    args.out = args.out or pins.cache_dir() / "bench" / time.strftime("abi-%Y%m%d-%H%M%S")
     out = fresh_out(args)
     if out.exists() and args.force:
         shutil.rmtree(out)

@@ -14,7 +14,8 @@ from pathlib import Path
 from climstack import pins
 from climstack.common import cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
-from climstack.launch import sid_apptainer
+from climstack.launch import launchers, sid_apptainer
+from climstack.launch.launchers.base import Launcher
 
 #: Debian sid's Open MPI 6 (launcher, mpicc, libmpi_abi_openmpi.so.1) and ch-run, whose
 #: ranks start containers from inside the sid system
@@ -33,8 +34,7 @@ class Host:
     title: str  # as reports name it
     root: Path  # the host system as `climstack bind --root` reads it
     prefix: str  # the MPI's prefix inside root
-    launcher: tuple[str, ...]  # its launcher; ranks follow as `-n N`
-    options: tuple[str, ...] = ()  # the launcher's options after `-n N`
+    launcher: Launcher  # its own (a plug-in of climstack.launch.launchers)
     env: dict = field(default_factory=dict)  # what its launcher and ranks need
     wrap: tuple[str, ...] = ()  # how a command runs on this host
     cc: str = ""  # its own C compiler wrapper (native builds)
@@ -42,7 +42,7 @@ class Host:
 
     def launch(self, ranks: int) -> list[str]:
         """The host's launcher command for `ranks` ranks, run on this host."""
-        return [*self.wrap, *self.launcher, "-n", str(ranks), *self.options]
+        return [*self.wrap, *self.launcher.argv(ranks)]
 
     def run(self, argv: list[str]) -> list[str]:
         """A command line run on this host (its compiler wrapper, a native program)."""
@@ -82,8 +82,8 @@ def _wheel_host(name: str, title: str, cc: str, **rest) -> Host:
     """A host MPI of a PyPI wheel on this host: its hydra launcher; `cc` in its bin/ or a
     path of its own."""
     prefix = wheel_prefix(name)
-    launcher = (str(prefix / "bin" / "mpiexec.hydra"),)
-    return Host(name, title, Path("/"), str(prefix), launcher, cc=str(prefix / "bin" / cc), **rest)
+    hydra = launchers.get("mpiexec", program=str(prefix / "bin" / "mpiexec.hydra"))
+    return Host(name, title, Path("/"), str(prefix), hydra, cc=str(prefix / "bin" / cc), **rest)
 
 
 def host(name: str, visible=()) -> Host:
@@ -108,17 +108,8 @@ def host(name: str, visible=()) -> Host:
         shown = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path("/tmp"), *map(Path, visible)})
         shown = [p for p in shown if not any(q in p.parents for q in shown)]  # outermost
         wrap = ("ch-run", "-w", *(f"--bind={p}:{p}" for p in shown), str(root), "--")
-        as_root = ("--allow-run-as-root",) if os.geteuid() == 0 else ()
-        return Host(
-            name,
-            "Open MPI 6.0.0rc2",
-            root,
-            "/usr",
-            ("mpirun",),
-            ("--oversubscribe", *as_root),
-            wrap=wrap,
-            cc="mpicc",
-        )
+        mpirun = launchers.get("mpirun")  # PRRTE's, in the sid system
+        return Host(name, "Open MPI 6.0.0rc2", root, "/usr", mpirun, wrap=wrap, cc="mpicc")
     raise ClimstackError(f"unknown MPI-5 ABI host {name!r}", fix=f"one of {', '.join(NAMES)}")
 
 
