@@ -122,6 +122,26 @@ def in_image(plan, host, image: Path, argv, cwd: Path | None = None, timeout=600
     return process.run(command, what, env=env, timeout=timeout).stdout
 
 
+def checked_probe(plan, host, image: Path) -> str:
+    """The probe's output on the host, verified first (as `bench local` does), and refused
+    unless the host's library answered: a run on the image's own MPI would compare nothing."""
+    report = verify.check(PROBE, plan, image)
+    if not report.ok:
+        raise ClimstackError(
+            f"verify refuses {PROBE} on {host.title}: {'; '.join(report.problems)}",
+            fix="see `climstack verify` (docs/mpi-abi.md)",
+        )
+    output = in_image(plan, host, image, [PROBE])
+    loaded = _probe_value(output, "loaded")
+    if loaded != f"{plans.LINKS_DIR}/libmpi_abi.so.1":
+        raise ClimstackError(
+            f"{PROBE} on {host.title} loaded {loaded or 'no MPI'}, not the host's library "
+            f"bound at {plans.LINKS_DIR}:\n{output}",
+            fix="check the plan's LD_LIBRARY_PATH and the image's RUNPATH (climstack verify)",
+        )
+    return output
+
+
 def natively(host, argv, timeout=600) -> str:
     env = process.with_user({**os.environ, **host.env})
     command = [*host.launch(RANKS), *map(str, argv)]
@@ -158,7 +178,7 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
     for name, host in chosen.items():
         with progress.step(f"{host.title}: its bind plan, the probe, the native OSU build"):
             planned[name] = host_plan(host, out, image)
-            probes[name] = in_image(planned[name], host, image, [PROBE])
+            probes[name] = checked_probe(planned[name], host, image)
             programs[name] = native_programs(host, tree, out / "native", names)
     ratios: dict[tuple[str, str], list[float]] = {}
     order = list(chosen)
