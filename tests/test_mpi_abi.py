@@ -16,7 +16,7 @@ from spython.main.parse.parsers import SingularityParser
 
 import slurm_cluster
 from climstack import spack
-from climstack.bench import abi
+from climstack.bench import abi, abi_report
 from climstack.bind import discover, loader
 from climstack.bind import plan as plans
 from climstack.check import verify
@@ -316,10 +316,10 @@ def test_bench_abi_reports_the_matrix_with_the_same_netcdf_data(abi_image, tmp_p
     assert set(results["hosts"]) == set(abi_hosts.NAMES)
     assert all(len(results["ratios"][f"{h}/osu_latency"]) == 2 for h in abi_hosts.NAMES)
     assert all(not v["differences"] and v["variables"] for v in results["netcdf"].values())
-    table = abi.matrix_table(results)
+    table = abi_report.matrix_table(results)
     assert "| osu_latency |" in table and "n=2" in table and "the same data" in table
     assert json.loads((out / "abi.json").read_text())["repeats"] == 2
-    rows = abi.compatibility(results, out, None)  # the standard ABI image's rows
+    rows = abi_report.compatibility(results, out, None)  # the standard ABI image's rows
     verdicts = {row["host"]: row["verdict"] for row in rows}
     assert [verdicts[h.title] for h in map(abi_hosts.host, abi_hosts.NAMES)] == ["verify ok"] * 3
     refused = [v for h, v in verdicts.items() if "MPICH 3.4.3" in h or "4.0.2" in h]

@@ -11,15 +11,13 @@ by variable (bench.bitwise): the same data whichever MPI wrote them.
 import dataclasses
 import json
 import os
-import re
 import tarfile
-from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench import bitwise, formats, stats
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
-from climstack.common import atomic, process, progress, wheels
+from climstack.common import atomic, process, progress
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.launch import abi_hosts, launch, launchers, runtimes
@@ -44,13 +42,6 @@ SMALL = ("osu_latency", "osu_allreduce")
 NETCDF_ARGS = ("-n=1", "-p=2", "-w", "-d=8:64:64:8", "-f=bench.nc")
 RANKS = 2
 RUNTIME = "charliecloud"
-
-
-@dataclass(frozen=True)
-class Cell:
-    host: str
-    benchmark: str
-    estimate: stats.Estimate | None
 
 
 def image_program(bench: str) -> str:
@@ -224,71 +215,6 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
     return results
 
 
-#: hosts verify is asked about without running anything: MPICH-ABI only (no libmpi_abi)
-MPICH_ONLY = {"mpich-3.4.3": ("MPICH 3.4.3 (Cray MPICH 8.1's base)", ("mpich", "3.4.3")),
-              "debian-mpich": ("Debian's MPICH 4.0.2", None)}  # fmt: skip
-#: the images of each ABI: environment, and the probe in it
-IMAGES = {"standard": ("container-mpi-abi", PROBE), "mpich": ("container-archer2", PROBE)}
-
-
-def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path) -> str:
-    """What `bind` then `verify` say of the image of ABI `kind`'s probe on a host MPI."""
-    try:
-        made = plans.make_plan(
-            sites.get("local"), "bind", loader.View(root), prefix, abi=kind, environ={}
-        )
-    except ClimstackError as err:
-        return f"refused by bind: {_reason(str(err))}"
-    report = verify.check(PROBE, plans.write(made, work), image_dir)
-    return "verify ok" if report.ok else f"refused by verify: {_reason(report.problems[0])}"
-
-
-def _reason(message: str) -> str:
-    """A refusal's first clause, without this machine's paths."""
-    text = re.sub(r"(?<![\w.])/\S+|\(--prefix\)", "", message.splitlines()[0])
-    text = re.sub(r"\bat\s+(?=is|has)|^\W+", "", text)
-    return re.sub(r"\s+", " ", text.split(";")[0].split(": an ")[0]).strip()
-
-
-def compatibility(results: dict, out: Path, mpich_image: Path | None) -> list[dict]:
-    """Image ABI x host MPI: how it launches, what bind and verify say (computed here), and
-    the measured osu_latency ratio where it ran."""
-    hosts = {name: abi_hosts.host(name, visible=(out,)) for name in results["hosts"]}
-    rows = []
-    targets = [(n, h.title, h.root, h.prefix, h.launch(1)[len(h.wrap)]) for n, h in hosts.items()]
-    for name, (title, wheel) in MPICH_ONLY.items():
-        prefix = str(wheels.installed(*wheel)) if wheel else "/usr"
-        targets.append((name, title, Path("/"), prefix, "-"))
-    images = {"standard": Path(results["image"]), "mpich": mpich_image}
-    for kind, image_dir in images.items():
-        if image_dir is None:
-            continue
-        for name, title, root, prefix, launcher in targets:
-            ratio = results["ratios"].get(f"{name}/osu_latency") if kind == "standard" else None
-            estimate = stats.estimate(ratio) if ratio else None
-            work = out / "compatibility" / f"{kind}-{name}"
-            rows.append(
-                {
-                    "image": IMAGES[kind][0],
-                    "host": title,
-                    "launcher": Path(launcher).name if launcher != "-" else "-",
-                    "verdict": _verdict(kind, image_dir, root, prefix, work),
-                    "osu_latency": stats.interval_text(estimate) if estimate else "-",
-                }
-            )
-    return rows
-
-
-def compatibility_table(rows: list[dict]) -> str:
-    lines = ["| image | host MPI | launcher | bind + verify | osu_latency image/native |",
-             "|---|---|---|---|---|"]  # fmt: skip
-    lines += [
-        f"| {r['image']} | {r['host']} | {r['launcher']} | {r['verdict']} | {r['osu_latency']} |"
-        for r in rows
-    ]
-    return "\n".join(lines)
-
-
 def _probe_value(output: str, key: str) -> str:
     return next((line.split(": ", 1)[1] for line in output.splitlines()
                  if line.startswith(f"{key}: ")), "")  # fmt: skip
@@ -313,49 +239,3 @@ def same_data(files: dict[str, Path]) -> dict:
             "differing_range": [places[0], places[-1]] if places else [],
         }
     return report
-
-
-def cells(results: dict) -> list[Cell]:
-    return [
-        Cell(*key.split("/"), stats.estimate(values)) for key, values in results["ratios"].items()
-    ]
-
-
-def matrix_table(results: dict) -> str:
-    """Markdown: one row per benchmark, one column per host MPI, image/native ratios."""
-    hosts = list(results["hosts"])
-    by = {(c.host, c.benchmark): c.estimate for c in cells(results)}
-    benches = list(dict.fromkeys(c.benchmark for c in cells(results)))
-    titles = [results["hosts"][h]["title"] for h in hosts]
-    lines = [
-        "| benchmark | " + " | ".join(titles) + " |",
-        "|---|" + "---|" * len(hosts),
-    ]
-    for bench in benches:
-        row = [stats.interval_text(by[(h, bench)]) if by.get((h, bench)) else "-" for h in hosts]
-        lines.append(f"| {bench} | " + " | ".join(row) + " |")
-    probe = [
-        f"{results['hosts'][h]['library'].split(',')[0]} (abi {results['hosts'][h]['abi']})"
-        for h in hosts
-    ]
-    lines.append("| mpi-probe in the image | " + " | ".join(probe) + " |")
-    netcdf = results["netcdf"]
-    same = all(not v["differences"] for v in netcdf.values())
-    lines.append(
-        "\nImage/native time ratio (a rate's inverse), geometric mean over message sizes and "
-        f"repeats, {stats.METHOD}. NetCDF-Bench in the image on every host: "
-        + ("the same data" if same else "DIFFERENT data")
-        + " ("
-        + "; ".join(
-            f"{k}: {v['variables']} variables, "
-            + (
-                "bytes identical"
-                if v["bytes_identical"]
-                else f"{v['differing_bytes']} bytes differ, at offsets "
-                f"{v['differing_range'][0]}-{v['differing_range'][1]}"
-            )
-            for k, v in netcdf.items()
-        )
-        + ")."
-    )
-    return "\n".join(lines)

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from climstack.bind import discover, elf, loader, remedy
 from climstack.bind.plan import LINKS_DIR, Plan
-from climstack.check import family_check
+from climstack.check import abi_checks, family_check
 from climstack.check.verdict import Report, render  # noqa: F401 (verify.render)
 from climstack.cray import mpich_base
 from climstack.common import process
@@ -28,15 +28,6 @@ WATCHED = ("libmpi.so.12", "libmpi_abi.so.1", "libxpmem.so.0")
 FORTRAN_MPI = discover.ABI_NAMES["libmpifort.so.12"]
 ALL_MPI_NAMES = {
     name for names in discover.ABIS.values() for spellings in names.values() for name in spellings
-}
-#: what each ABI's programs ask for
-ABI_LIBRARIES = {
-    abi: {name for spellings in names.values() for name in spellings}
-    for abi, names in discover.ABIS.items()
-}
-ABI_TITLES = {
-    "mpich": "MPICH ABI (libmpi.so.12)",
-    "standard": "MPI-5 standard ABI (libmpi_abi.so.1)",
 }
 
 
@@ -88,13 +79,13 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
         report, executable, planned, path, _under(plan, report.remedy, own)
     )
     host_libs = []  # the host MPI's libraries and what they load from the plan
-    if plan and plan.mode == "bind" and uses_mpi and _check_abi(report, plan, own):
+    if plan and plan.mode == "bind" and uses_mpi and abi_checks.check_abi(report, plan, own):
         host_libs += _host_mpi(report, plan, planned_closure, planned, wanted)
         if plan.abi == "mpich":
             _check_bases(report)
             _check_fortran(report, plan, own, planned_closure)
         else:
-            _check_standard_fortran(report, plan, top, own)
+            abi_checks.check_standard_fortran(report, plan, top, own)
         _check_rpath(report, plan, top, own, planned, path, glibc)
     if plan:
         report.families, found = family_check.check(plan, own, planned_closure)
@@ -121,37 +112,6 @@ def _read_executable(report: Report, executable: str, plain: loader.View, plan) 
     return top, uses_mpi
 
 
-def _abis_of(closure: loader.Closure) -> list[str]:
-    """The MPI ABIs a closure loads (by the names it asks for)."""
-    asked = set(closure.libraries) | set(closure.missing)
-    return [abi for abi, names in ABI_LIBRARIES.items() if asked & names]
-
-
-def _check_abi(report: Report, plan: Plan, own: loader.Closure) -> bool:
-    """Is the executable built for the ABI whose host library the plan binds? A program of
-    the MPICH ABI run on an MPI-5 ABI library (or the reverse) would load its own MPI, or
-    none: refused before anything else about its MPI is checked."""
-    found = _abis_of(own)
-    report.abi = "+".join(found)
-    if plan.abi in found and len(found) == 1:
-        return True
-    if len(found) > 1:
-        why = "loads both MPI ABIs (libmpi.so.12 and libmpi_abi.so.1): rebuild it on one"
-    else:
-        other = found[0] if found else "mpich"
-        fix = (
-            "bind without --abi standard"
-            if other == "mpich"
-            else "bind with --abi standard (`climstack bind SITE --abi standard`)"
-        )
-        why = (
-            f"is built for the {ABI_TITLES[other]} but the plan binds the host's "
-            f"{ABI_TITLES[plan.abi]}: {fix}, or run it in hybrid mode"
-        )
-    report.problems.append(f"{report.executable} {why}")
-    return False
-
-
 def _under(plan: Plan | None, how: str, own: loader.Closure) -> dict:
     """The loader's arguments for the program run under RPATH remedy `how`."""
     if not (plan and how):
@@ -165,7 +125,7 @@ def _image_side(report: Report, executable: str, top, plain: loader.View) -> tup
     """(the closure the image loads without the plan, the MPI symbols it imports that the
     image does not define); the image's MPI and the MPI-using files reported."""
     own = loader.closure(executable, plain)
-    own_mpi = _first_of(own, "libmpi.so.12")
+    own_mpi = abi_checks.first_of(own, "libmpi.so.12")
     if own_mpi and (version := elf.mpich_version(own_mpi.host)):
         report.image_mpi, report.image_base = str(version), version.mpich_base
     mpi_files = {lib.real for lib in own.libraries.values() if lib.info.mpi_exports()}
@@ -183,12 +143,6 @@ def _image_side(report: Report, executable: str, top, plain: loader.View) -> tup
     return own, wanted
 
 
-def _first_of(closure: loader.Closure, name: str):
-    """The library `closure` loads for ABI name `name` (any of its spellings), if any."""
-    names = {**discover.ABI_NAMES, **discover.STANDARD_NAMES}.get(name, (name,))
-    return next(filter(None, (closure.libraries.get(n) for n in names)), None)
-
-
 def _planned_side(
     report: Report, executable: str, planned: loader.View, path, under: dict
 ) -> loader.Closure:
@@ -196,7 +150,7 @@ def _planned_side(
     misses and the symbol versions the plan's libraries lack, reported."""
     planned_closure = loader.closure(executable, planned, path, **under)
     for name in WATCHED:
-        library = _first_of(planned_closure, name)
+        library = abi_checks.first_of(planned_closure, name)
         if library:
             report.picks[name] = {
                 "path": str(library.path),
@@ -211,30 +165,11 @@ def _planned_side(
     return planned_closure
 
 
-def _check_all_mpi_from_host(report: Report, plan: Plan, planned_closure) -> None:
-    """The loader must pick the plan's MPI library, and every MPI library beside it."""
-    main = discover.MAIN_LIBRARY[plan.abi]
-    pick = _first_of(planned_closure, main)
-    if pick is None or pick.path.parent != PurePosixPath(LINKS_DIR):
-        report.problems.append(
-            "under the plan the loader picks "
-            f"{pick.path if pick else 'no ' + main} by {pick.how if pick else '-'}, "
-            "not the host MPI"
-        )
-    for name in discover.ABIS[plan.abi]:  # all of MPI from the host, or the ABI is mixed
-        lib = planned_closure.libraries.get(name)
-        if lib and pick and lib.path.parent != pick.path.parent:
-            report.problems.append(
-                f"{name} comes from {lib.path} ({lib.how}) but "
-                f"{main} from {pick.path}: mixed MPI libraries"
-            )
-
-
 def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set) -> list:
     """Bind mode: is all of MPI the host's, and does it export every MPI symbol the
     application imports (and, for the standard ABI, its PMPI_* twin, which tools
     interpose on)? The host MPI's libraries (and what they load from the plan)."""
-    _check_all_mpi_from_host(report, plan, planned_closure)
+    abi_checks.check_all_mpi_from_host(report, plan, planned_closure)
     host_libs = []
     for name in (n for n in discover.ABIS[plan.abi] if n in plan.links):
         host = loader.closure(f"{LINKS_DIR}/{name}", planned, plan.library_path)
@@ -255,35 +190,8 @@ def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set)
             f"imports: {', '.join(report.missing)}"
         )
     if plan.abi == "standard":
-        profiled = sorted(f"P{s}" for s in wanted if s.startswith("MPI_") and s in exports)
-        lacking = [s for s in profiled if s not in exports]
-        if lacking:
-            report.problems.append(
-                f"the host's {main} and the libraries it loads lack the PMPI_* twins of "
-                f"{len(lacking)} functions the application calls ({', '.join(lacking[:5])}"
-                f"{', ...' if len(lacking) > 5 else ''}): the standard ABI puts both in "
-                "libmpi_abi.so.1 (MPICH 5.0.0-5.0.1 kept them in a libpmpi_abi of their own; "
-                "use MPICH >= 5.0.2)"
-            )
+        abi_checks.check_pmpi(report, wanted, exports)
     return host_libs
-
-
-def _check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
-    """A Fortran program on the standard ABI needs a host Fortran ABI library
-    (libmpifort_abi.so.1): only Intel MPI has one; MPICH's and Open MPI's have none."""
-    importers = [top, *own.libraries.values()]
-    fortran = "libmpifort_abi.so.1" in own.libraries or any(
-        name.islower() and elf.MPI_SYMBOL.match(name)
-        for lib in importers
-        for name in lib.info.mpi_imports()
-    )
-    if fortran and "libmpifort_abi.so.1" not in plan.links:
-        report.problems.append(
-            f"{report.executable} calls MPI from Fortran but the host's MPI-5 ABI library "
-            f"({plan.mpi.get('version') or 'the host MPI'}) has no Fortran ABI "
-            "(libmpifort_abi.so.1; only Intel MPI ships one): run Fortran programs from the "
-            "MPICH-ABI image (containers/archer2) on an MPICH-ABI host"
-        )
 
 
 def _check_bases(report: Report) -> None:
@@ -356,7 +264,7 @@ def _check_rpath(report, plan, top, own, planned, path, glibc) -> None:
         why = remedy.why_not(how, glibc, holders, str(top.path))
         if not why:
             trial = loader.closure(str(top.path), planned, path, **_under(plan, how, own))
-            pick = _first_of(trial, discover.MAIN_LIBRARY[plan.abi])
+            pick = abi_checks.first_of(trial, discover.MAIN_LIBRARY[plan.abi])
             if not pick or pick.path.parent != PurePosixPath(LINKS_DIR):
                 why = f"under it the loader still picks {pick.path if pick else 'no libmpi'}"
         report.remedies[how] = why

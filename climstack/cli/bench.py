@@ -11,7 +11,17 @@ import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import abi, catalogue, collect, jobs, records, report, reuse, runner
+from climstack.bench import (
+    abi,
+    abi_report,
+    catalogue,
+    collect,
+    jobs,
+    records,
+    report,
+    reuse,
+    runner,
+)
 from climstack.bench.local import IMAGE, install, local_modes, mode_names
 from climstack.common import progress
 from climstack.errors import ClimstackError
@@ -179,10 +189,10 @@ def run_abi(args) -> int:
     image_dir = args.image or image.build(name, image.default_destination(name))
     tarball = abi.osu_tarball()
     results = abi.compare(Path(image_dir), out, tarball, names, hosts, args.repeats)
-    table = abi.matrix_table(results)
+    table = abi_report.matrix_table(results)
     mpich_image = image.default_destination("container-archer2")  # if `make local` built it
-    rows = abi.compatibility(results, out, mpich_image if mpich_image.is_dir() else None)
-    table += "\n\n" + abi.compatibility_table(rows)
+    rows = abi_report.compatibility(results, out, mpich_image if mpich_image.is_dir() else None)
+    table += "\n\n" + abi_report.compatibility_table(rows)
     (out / "abi.md").write_text(table + "\n")
     print(table)
     print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
