@@ -92,6 +92,16 @@ GCC_LIBS = ("libgfortran.so.5", "libquadmath.so.0", "libgcc_s.so.1", "libatomic.
 XPMEM = {"current": "/opt/xpmem/lib64", "legacy": "/opt/cray/xpmem/default/lib64"}
 
 
+def _cray_mpich(
+    root: Path, prefix: str, file: str, soname: str, fabric: str, source: str = CRAY_LIB_SOURCE
+) -> None:
+    """Cray MPICH's library in prefix/lib (needing libfabric and PMI) and the ABI link to it,
+    lib-abi-mpich/libmpi.so.12, as the cray-mpich-abi module puts it first."""
+    needs = [f"{fabric}/libfabric.so.1", "/opt/cray/pe/lib64/libpmi.so.0"]
+    shared_library(root, f"{prefix}/lib/{file}", soname, needs, source=source)
+    _link(root, f"{prefix}/lib-abi-mpich/libmpi.so.12", f"../lib/{file}")
+
+
 def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Path:
     """An ARCHER2-like Cray PE (CPE 23.09, CLE7 naming) under `root`, in the layout the
     ARCHER2 container guide shows: lib-abi-mpich/libmpi.so.12 is a link to a library whose
@@ -134,14 +144,7 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
         _link(root, "/opt/cray/xpmem/default", "2.6.2-2.5_2.22")
     if "current" in xpmem:
         shared_library(root, f"{XPMEM['current']}/libxpmem.so.0", "libxpmem.so.0")
-    shared_library(
-        root,
-        f"{CRAY_MPICH}/lib/libmpich_gnu_91.so.12.0.0",
-        "libmpich_gnu_71.so.3",
-        [f"{fabric}/libfabric.so.1", "/opt/cray/pe/lib64/libpmi.so.0"],
-        source=CRAY_LIB_SOURCE,
-    )
-    _link(root, f"{CRAY_MPICH}/lib-abi-mpich/libmpi.so.12", "../lib/libmpich_gnu_91.so.12.0.0")
+    _cray_mpich(root, CRAY_MPICH, "libmpich_gnu_91.so.12.0.0", "libmpich_gnu_71.so.3", fabric)
     shared_library(
         root, "/opt/cray/pe/mpich/8.1.27/gtl/lib/libmpi_gtl_cuda.so.0", "libmpi_gtl_cuda.so.0"
     )
@@ -239,14 +242,14 @@ def cray9_tree(root: Path) -> Path:
     _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.16/lib/libpmi.so.0")
     shared_library(root, "/opt/cray/xpmem/2.11.3/lib64/libxpmem.so.0", "libxpmem.so.0")
     _link(root, "/opt/cray/xpmem/default", "2.11.3")
-    shared_library(
+    _cray_mpich(
         root,
-        f"{CRAY_MPICH_9}/lib/libmpi_gnu_123.so.12.0.0",
+        CRAY_MPICH_9,
+        "libmpi_gnu_123.so.12.0.0",
         "libmpi_gnu_123.so.12",
-        [f"{fabric}/libfabric.so.1", "/opt/cray/pe/lib64/libpmi.so.0"],
-        source=CRAY_9_SOURCE,
+        fabric,
+        CRAY_9_SOURCE,
     )
-    _link(root, f"{CRAY_MPICH_9}/lib-abi-mpich/libmpi.so.12", "../lib/libmpi_gnu_123.so.12.0.0")
     (root / "etc").mkdir(parents=True, exist_ok=True)
     (root / "etc/host.conf").write_text("")
     for path in ("/var/spool/slurmd/mpi_cray_shasta", "/run/cxi"):
