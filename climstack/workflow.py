@@ -34,16 +34,21 @@ class Timing:
 
 
 #: the stack is built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
-#: natively (the benchmarks' baseline); each is mostly one compiler at a time, so together
-#: they use both cores. Every step reuses what its inputs' stamps find cached.
+#: natively (the benchmarks' baseline), and beside them the CCE stand-in's NetCDF-C and
+#: NetCDF-Bench (clang); each is mostly one compiler at a time, so together they use both
+#: cores. Every step reuses what its inputs' stamps find cached.
 LOCAL = (
     Step("setup", (("bin/setup",),)),
     Step("concretize every environment", ((CLIMSTACK, "concretize"),)),
     Step("emit the container recipes", ((CLIMSTACK, "containerize"),)),
     Step("local smoke slice", ((CLIMSTACK, "smoke", "local"),)),
     Step(
-        "stack builds: ARCHER2 image | native",
-        ((CLIMSTACK, "image", "container-archer2"), (CLIMSTACK, "install", "local")),
+        "stack builds: ARCHER2 image | native | native CCE stand-in",
+        (
+            (CLIMSTACK, "image", "container-archer2"),
+            (CLIMSTACK, "install", "local"),
+            (CLIMSTACK, "install", "local-cce"),
+        ),
     ),
     Step("SIF and container smoke", ((CLIMSTACK, "container-smoke", "container-archer2"),)),
     Step("OCI registry smoke", ((CLIMSTACK, "registry-smoke", "local"),)),

@@ -24,23 +24,25 @@ from climstack.stack import bench_sources, environments
 from climstack_dev import io_libraries, programs
 
 MODES = tuple(catalogue.names(local=True))
+HOST_IO = ("bind-host-netcdf", "bind-host-netcdf-cray")
 
 OSU_OPERATIONS = {"latency", "bw", "bibw", "allgather", "bcast", "allreduce", "alltoall"}
 
 
 @pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
-    """`climstack bench local` as a user runs it (installs what is missing, builds or reuses
-    the image, 2 repeats, every mode; fabric on the local site's libfabric external)."""
-    out = tmp_path_factory.mktemp("bench") / "report"
+def local_run():
+    """`climstack bench local --reuse` as `make local` runs it (installs what is missing,
+    builds or reuses the image, 3 repeats, every mode; fabric on the local site's libfabric
+    external): right after `make local` (CI's order) its report, measured by the same
+    code on the same image, build and host MPI (the reuse key); otherwise measured here."""
     proc = subprocess.run(
-        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", "2", "--out", out],
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--reuse"],
         capture_output=True,
         text=True,
         timeout=3600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"report in {out}" in proc.stdout
+    out = Path(re.search(r"report in (\S+)", proc.stdout).group(1))
     return out, json.loads((out / "records.json").read_text())
 
 
@@ -57,18 +59,25 @@ def test_every_benchmark_runs_and_parses(local_run):
         # a model's clock table lists the clocks the case never enters (ALE, KPP) at 0 s
         unused = r["benchmark"] == "mom6"
         assert (r["value"] > 0 or (tiny or unused) and r["value"] == 0) and r["ranks"] == 2, r
-        assert r["site"] == "local" and r["repeat"] in (1, 2) and r["order"] >= 1
+        assert r["site"] == "local" and r["repeat"] in (1, 2, 3) and r["order"] >= 1
         assert r["host"] != "unknown" and r["job"] == out.name and r["start"]
-    in_image = {(m, "charliecloud") for m in MODES[1:]}
-    mpi_only = in_image - {("bind-host-netcdf", "charliecloud")}
+    in_image = {(m, "charliecloud") for m in MODES if catalogue.get(m).container}
+    host_io = {("bind-host-netcdf", "charliecloud"), ("bind-host-netcdf-cray", "charliecloud")}
+    mpi_only = in_image - host_io
     assert modes_of["osu"] == modes_of["mpibench"] == {("native", "none"), *mpi_only}
-    # NetCDF-Bench runs in every mode, also with the host's NetCDF bound in
-    assert modes_of["netcdf-bench"] == {("native", "none"), *in_image}
-    # the Fortran side too (benchio, MOM6): the image's MPICH has its Fortran bindings
+    # NetCDF-Bench runs in every mode, with the host's GNU and CCE stand-in NetCDF bound in,
+    # and natively as the CCE stand-in (clang) built it
+    assert modes_of["netcdf-bench"] == {("native", "none"), ("native-cce", "none"), *in_image}
+    # the Fortran side too (benchio, MOM6): the image's MPICH has its Fortran bindings; the
+    # CCE stand-in builds no Fortran, but its NetCDF-C serves the image's NetCDF-Fortran
     assert modes_of["mom6"] == {("native", "none"), *in_image}
     # benchio links HDF5 itself: the image's is the host's release (Debian 12's 1.10.8), so
     # verify lets it run on the host's HDF5 bound in
     assert modes_of["benchio"] == {("native", "none"), *in_image}
+    # the I/O layers: in the image only (bind, hybrid), the host has no ADIOS2
+    layers = {("bind", "charliecloud"), ("hybrid", "charliecloud")}
+    assert modes_of["benchio-adios2"] == layers
+    assert by["benchio-adios2"] == {"MPI-IO", "HDF5", "ADIOS2 BP4", "ADIOS2 BP5", "ADIOS2 HDF5"}
     assert failures == []
     assert by["osu"] == OSU_OPERATIONS
     assert by["mpibench"] == {"Bcast", "Allreduce", "Alltoall"}
@@ -119,13 +128,20 @@ def test_report_tables_and_plots(local_run):
     def columns(modes):
         return " | ".join(modes) + " | " + " | ".join(f"{m} / native" for m in modes[1:])
 
-    mpi_only = [m for m in MODES if m != "bind-host-netcdf"]
+    mpi_only = [m for m in MODES if m not in ("native-cce", *HOST_IO)]
     for benchmark in ("osu", "mpibench"):
         head = f"| operation | bytes | ranks | metric | {columns(mpi_only)} |"
         assert f"## {benchmark}\n\n{head}" in text
     assert f"## netcdf-bench\n\n| operation | bytes | ranks | metric | {columns(MODES)} |" in text
-    assert f"## benchio\n\n| operation | bytes | ranks | metric | {columns(MODES)} |" in text
+    fortran = [m for m in MODES if m != "native-cce"]
+    assert f"## benchio\n\n| operation | bytes | ranks | metric | {columns(fortran)} |" in text
     assert "failed in" not in text
+    # the field's tables: NetCDF-Bench's five rows and the I/O layers, seed beside ours
+    fields = text[text.index("## The field's tables") : text.index("## Details")]
+    for row in ("| native GNU | native | 1453 |", "| native CCE | native-cce | 1434 |",
+                "| container + host CCE NetCDF | bind-host-netcdf-cray | 1464 |",
+                "| ADIOS2 BP4 | 13.3 | 4.12 |", "| MPI-IO | - | - |"):  # fmt: skip
+        assert row in fields, (row, fields)
     plots = sorted(p.name for p in (out / "plots").glob("*.png"))
     assert {
         f"osu-{op}-{'bandwidth' if 'bw' in op else 'latency'}.png" for op in OSU_OPERATIONS
@@ -137,13 +153,14 @@ def test_report_tables_and_plots(local_run):
     assert text.split("\n## ")[1].startswith("Headline\n\n| benchmark | operation |")
     assert "| osu | latency ≤ 8 KiB | 2 | 1 B-8 KiB (14) | **" in text
     serial = next(line for line in text.splitlines() if line.startswith("| benchio | Serial"))
-    assert serial.count("| **") == 5 and "failed" not in serial, serial  # bind-host-netcdf too
+    assert serial.count("| **") == 6 and "failed" not in serial, serial  # host NetCDF x2 too
     # the model's row: its main loop in every mode, each bit-identical to native's
     model = next(line for line in text.splitlines() if line.startswith("| mom6 |"))
-    assert "main loop (model)" in model and model.count("bit-identical (2 runs)") == 5, model
+    assert "main loop (model)" in model and model.count("bit-identical (3 runs)") == 6, model
     checks = json.loads((out / "records.json").read_text())["bitwise"]
     verdicts = {(c["mode"], c["repeat"]): c["verdict"] for c in checks}
-    assert verdicts == {(m, r): "bit-identical" for m in MODES[1:] for r in (1, 2)}, checks
+    containers = [m for m in MODES if catalogue.get(m).container]
+    assert verdicts == {(m, r): "bit-identical" for m in containers for r in (1, 2, 3)}, checks
     assert "runs interleaved" not in text and "the mode order rotated per repeat" in text
     assert "## Failed runs" not in text  # none failed: no section
     assert text.index("## Headline") < text.index("## Details") < text.index("## osu")
@@ -181,8 +198,8 @@ def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_
     text = (jobs / "report" / "report.md").read_text()
     assert "## Left out" in text and "slurm-1002.out" in text
     records = json.loads((jobs / "report" / "records.json").read_text())["records"]
-    # ten runs (two repeats of five modes) of 17 sizes, then one without 64 B
-    assert len(records) == 10 * 17 + 16
+    # fifteen runs (three repeats of five modes) of 17 sizes, then one without 64 B
+    assert len(records) == 15 * 17 + 16
 
 
 def test_unknown_format_is_left_out_naming_the_formats(tmp_path):

@@ -24,7 +24,9 @@ from climstack.stack import environments
 from climstack_dev import cray_tree
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
+IO_LAYERS = {"io-layers-bp4", "io-layers-bp5", "io-layers-hdf5"}
 SEEDS = {"mpibench-xpmem", "osu-latency", "osu-allgather", "netcdf-bench", "benchio", "mom6"}
+SEEDS |= IO_LAYERS
 
 
 def bash_n(path: Path) -> None:
@@ -144,7 +146,7 @@ def test_archer2_benchio_sweeps_the_lustre_stripe_settings(archer2_jobs):
     first_set, first_run = text.index("\nstripe 1 1M\n"), text.index("\nbench ")
     assert first_set < first_run  # the setting comes before its set of runs
     function = text[text.index("stripe() {") :]
-    assert function.index("rm -f benchio_files/*") < function.index('lfs setstripe -c "$count"')
+    assert function.index("rm -rf benchio_files/*") < function.index('lfs setstripe -c "$count"')
     assert text.count('lfs setstripe -c "$count"') == 1  # one call, in the function
     # it checks the directory is on Lustre before any run, naming the fix
     check = text.index("lfs getstripe -d benchio_files")
@@ -167,6 +169,35 @@ def test_archer2_benchio_sweeps_the_lustre_stripe_settings(archer2_jobs):
     assert "lfs" not in scripts["netcdf-bench"]
 
 
+def test_archer2_io_layers_sweep_the_studys_stripe_counts_and_sizes(archer2_jobs):
+    """The I/O study's comparison: 2048 ranks on 16 nodes, natively (the site
+    environment's benchio with ADIOS2) and in the image, each engine's adios2.xml written
+    where the job starts, over the study's settings: counts 1-8 at 1 MiB, sizes to 4000 MiB
+    at 8 stripes, each before its set of runs."""
+    _, scripts = archer2_jobs
+    assert set(scripts) >= IO_LAYERS
+    for engine in ("bp4", "bp5", "hdf5"):
+        text = scripts[f"io-layers-{engine}"]
+        assert "#SBATCH --nodes=16 --ntasks=2048" in text
+        assert modes_of(text) == ["native", "bind", "hybrid"] or "# not emitted:" in text
+        sets = re.findall(r"^stripe (\S+ \S+)$", text, re.MULTILINE)
+        study = ["1 1M", "2 1M", "4 1M", "8 1M", "8 2M", "8 4M", "8 8M", "8 1000M", "8 2000M",
+                 "8 4000M"]  # fmt: skip
+        assert sets == study * 5
+        xml = text[
+            text.index("cat > adios2.xml <<'CLIMSTACK_EOF'") : text.index("\nCLIMSTACK_EOF")
+        ]
+        assert f'<engine type="{engine.upper()}"/>' in xml and '<io name="Output">' in xml
+        assert text.index('cd "$bench_dir"') < text.index("cat > adios2.xml")
+        assert "lfs getstripe -d striped" in text and "rm -rf striped/*" in text
+        (head,) = headers(text)
+        assert head["benchmark"] == "benchio-adios2" and head["stripe_size"] == "$size"
+    bp4 = scripts["io-layers-bp4"]
+    native = '"$(native_prefix benchio-adios2)/bin/benchio" 128 128 128 local mpiio hdf5 adios'
+    assert native in bp4
+    assert "local adios striped" in scripts["io-layers-bp5"]
+
+
 def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
     """The local site has no Lustre: benchio's script never calls lfs and says why."""
     assert sites.get("local").bind.get("lustre") is None
@@ -183,6 +214,10 @@ def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
     assert 'bench_dir="${CLIMSTACK_BENCH_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}/benchio-' in text
     # the local scripts keep the local run's sizes, not the centre's 50 GB write
     assert "-d=8:128:128:32" in (out / "netcdf-bench.sh").read_text()
+    # and the modes the local run runs: the host has no ADIOS2, so no native I/O layers
+    layers = (out / "io-layers-bp4.sh").read_text()
+    assert "# no Lustre at local (no lustre: in its bind.yaml): io-layers-bp4" in layers
+    assert "native" not in modes_of(layers) and "\nstripe " not in layers
 
 
 def test_emit_writes_the_chosen_modes_only_and_refuses_unknown_ones(tmp_path):
@@ -326,6 +361,38 @@ def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp
     assert report.returncode == 0, report.stderr
     assert "bit-identical (1 run)" in (tmp_path / "r" / "report.md").read_text()
     assert "#override DAYMAX = 0.125" in (jobs_dir / "cases" / "mom6" / "MOM_override").read_text()
+
+
+@cpus_alone
+def test_the_io_layers_job_runs_on_the_local_cluster_without_lustre(
+    cluster, local_image, tmp_path
+):
+    """The I/O study's script for the local site (no Lustre: the fallback, one setting),
+    in bind mode through Slurm: benchio writes through ADIOS2's BP5 engine in the image and
+    the report reads the layer."""
+    jobs_dir = tmp_path / "jobs"
+    proc = subprocess.run(
+        [CLIMSTACK, "bench", "local", "--emit", jobs_dir, "--repeats", "1"]
+        + ["--modes", "bind", "--image", local_image],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    script = jobs_dir / "io-layers-bp5.sh"
+    assert "# no Lustre at local" in script.read_text()
+    work = tmp_path / "work"
+    cluster.env["CLIMSTACK_BENCH_DIR"] = str(work)
+    try:
+        code, output = cluster.sbatch_wait(script, timeout=300)
+    finally:
+        cluster.env.pop("CLIMSTACK_BENCH_DIR")
+    assert code == 0, output[-3000:]
+    records, failures, problems = collect.read_paths([script.with_suffix(".out")])
+    assert not failures and not problems, (failures, problems, output[-3000:])
+    rates = {(r.operation, r.mode) for r in records if r.metric == "rate"}
+    assert rates == {("ADIOS2 BP5", "bind")}
+    (directory,) = work.glob("io-layers-bp5-*")
+    assert (directory / "adios2.xml").is_file() and (directory / "striped").is_dir()
 
 
 @cpus_alone

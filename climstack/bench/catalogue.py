@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from climstack.errors import ClimstackError
 
 HOST, VIEW, NOXPMEM = "host", "view", "noxpmem"  # which binary a mode runs
+HOST_CCE = "host-cce"  # the host's CCE build (here: Debian's clang, environments/local-cce)
 HOST_NETCDF = ("netcdf", "hdf5")  # the families the host-NetCDF modes bind
 
 
@@ -24,9 +25,11 @@ class ModeRow:
     plan: str | None = None  # the bind plan's mode; None: native, no container
     families: tuple[str, ...] = ()  # host library families bound over the image's
     flavour: str | None = None  # the PrgEnv flavour of those families at a centre
-    binary: str = VIEW  # HOST, VIEW (the image's view) or NOXPMEM (its copy without xpmem)
+    binary: str = VIEW  # HOST, HOST_CCE, VIEW (the image's view) or NOXPMEM (its copy
+    # without xpmem)
     local: bool = True  # `bench local` runs it
     centre: bool = True  # `bench SITE --emit` writes it
+    only: tuple[str, ...] = ()  # the only benchmarks it runs (runner.LOCAL names)
 
     @property
     def container(self) -> bool:
@@ -45,6 +48,15 @@ class ModeRow:
 
 ROWS = [
     ModeRow("native", "the host's build on the host MPI", "native", binary=HOST),
+    ModeRow(
+        "native-cce",
+        "the host's CCE build on the host MPI (here Debian's clang 14 builds HDF5, NetCDF-C "
+        "and NetCDF-Bench: C only)",
+        "native CCE",
+        binary=HOST_CCE,
+        centre=False,
+        only=("netcdf-bench",),
+    ),
     ModeRow("bind", "the image's build, the host MPI bound in", "container (bind model)", "bind"),
     ModeRow(
         "bind-noxpmem",
@@ -77,7 +89,6 @@ ROWS = [
         "bind",
         HOST_NETCDF,
         "cray",
-        local=False,
     ),
     ModeRow("hybrid", "the image's build on the image's own MPI", "hybrid model", "hybrid"),
     ModeRow(

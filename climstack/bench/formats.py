@@ -9,63 +9,27 @@ header, mpiBench's `Bytes: ... Iters:` rows, ...); free text around the table is
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
-
-@dataclass
-class Measurement:
-    line: int
-    operation: str
-    bytes: int | None
-    metric: str
-    value: float
-    unit: str
-    ranks: int | None = None
-
-
-class Garbled(Exception):
-    """A line where a result should be, that does not read as one."""
-
-
-Lines = list[tuple[int, str]]
-Warn = Callable[[int, str], None]
-#: parser(lines, warn, operation): `operation` names a table that has no title line
-Parser = Callable[[Lines, Warn, str], Iterator[Measurement]]
-
-
-def _numbers(text: str, count: int) -> list[float]:
-    fields = text.split()[:count]
-    if len(fields) < count or not all(_is_number(field) for field in fields):
-        raise Garbled(f"expected {count} numbers, read {text.strip()!r}")
-    return [float(field) for field in fields]
-
-
-def _match(pattern: re.Pattern, text: str, what: str) -> list[str]:
-    """The groups of `pattern` in `text`, whose numeric groups must read as numbers."""
-    found = pattern.search(text)
-    if not found or not all(
-        _is_number(g) for g in found.groups() if g and g[0] in "+-.0123456789"
-    ):
-        raise Garbled(f"not {what}: {text.strip()!r}")
-    return list(found.groups())
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _lines(lines: Lines, warn: Warn, read) -> Iterator[Measurement]:
-    """read(number, text) per line; a Garbled line is warned about and left out."""
-    for number, text in lines:
-        try:
-            yield from read(number, text)
-        except Garbled as err:
-            warn(number, str(err))
+from climstack.bench.io_formats import (
+    BENCHIO_AVERAGE,
+    BENCHIO_WRITE,
+    benchio,
+    benchio_adios2,
+    netcdf_bench,
+)
+from climstack.bench.parsing import (  # noqa: F401 (Measurement: the parsers' result)
+    Garbled,
+    Lines,
+    Measurement,
+    Parser,
+    Warn,
+    _is_number,
+    _lines,
+    _match,
+    _numbers,
+)
 
 
 # --- OSU (C): "# OSU MPI Allgather Latency Test v7.4", then "# Size  Avg Latency(us)" rows;
@@ -147,63 +111,6 @@ def mpibench(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[M
             yield Measurement(
                 number, operation, int(size), "latency", float(value), "us", int(ranks)
             )
-
-    return _lines(lines, warn, read)
-
-
-# --- NetCDF-Bench: "benchmark:write  I/O Performance  min avg max MiB/s"; "Datasize N bytes"
-NETCDF_ROW = re.compile(r"^benchmark:(\w+)\s+(.+?)\s{2,}(\S+)\s+(\S+)\s+(\S+)\s+(secs|MiB/s)")
-NETCDF_SIZE = re.compile(r"^Datasize\s+(\d+) bytes")
-NETCDF_METRICS = {"I/O Performance": "rate", "I/O time": "time"}  # rate with open/close,
-# as the ARCHER2 guide reports it
-
-
-def netcdf_bench(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
-    run = {"size": None}
-
-    def read(number, text):
-        if text.startswith("Datasize"):
-            run["size"] = int(_match(NETCDF_SIZE, text, "a NetCDF-Bench data size")[0])
-        elif text.startswith("benchmark:"):
-            io, what, _, average, _, unit = _match(NETCDF_ROW, text, "a NetCDF-Bench result")
-            if what in NETCDF_METRICS:
-                unit = "s" if unit == "secs" else unit
-                yield Measurement(
-                    number, io, run["size"], NETCDF_METRICS[what], float(average), unit
-                )
-
-    return _lines(lines, warn, read)
-
-
-# --- benchio: " MPI-IO" between "------" lines; per layer its repetitions' " time = ..."
-# lines, then " avgtime = 0.1 , avgrate = 300. MiB/s", the rate EPCC's study reports
-BENCHIO_AVERAGE = re.compile(r"avgtime\s*=\s*(\S+)\s*,\s*avgrate\s*=\s*(\S+)\s*MiB/s")
-
-
-def benchio(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
-    run = {"layer": None, "ranks": None, "size": None, "previous": ""}
-
-    def read(number, text):
-        stripped, previous = text.strip(), run["previous"]
-        run["previous"] = stripped
-        if stripped.startswith("Running on"):
-            run["ranks"] = int(_numbers(stripped.split("on", 1)[1], 1)[0])
-        elif stripped.startswith("Total amount of data"):
-            run["size"] = int(_numbers(stripped.split("=", 1)[1], 1)[0] * 2**20)
-        elif previous == "------" and stripped and stripped != "------":
-            run["layer"] = stripped
-        elif stripped.startswith("avgtime"):
-            seconds, mib_s = _match(BENCHIO_AVERAGE, stripped, "a benchio average")
-            for metric, value, unit in (("rate", mib_s, "MiB/s"), ("time", seconds, "s")):
-                yield Measurement(
-                    number,
-                    run["layer"] or operation,
-                    run["size"],
-                    metric,
-                    float(value),
-                    unit,
-                    run["ranks"],
-                )
 
     return _lines(lines, warn, read)
 
@@ -312,6 +219,13 @@ FORMATS = {
             re.compile(r"^Benchtool \(datatype"),
             re.compile(r"^benchmark:\w+\s"),
             netcdf_bench,
+        ),
+        Format(
+            "benchio-adios2",
+            "EPCC benchio with ADIOS2 (Farr and Henty)",
+            re.compile(r"^\s*Using the following IO methods"),
+            re.compile(r"^\s*" + BENCHIO_WRITE.pattern.lstrip("^")),
+            benchio_adios2,
         ),
         Format(
             "benchio",

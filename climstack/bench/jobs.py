@@ -76,6 +76,14 @@ class Comparison:
     pending: tuple[str, ...] = ()  # seed modes not emitted yet, and why
     stripes: bool = False  # sweeps Lustre's stripe settings where the site has Lustre
     settings: tuple[str, ...] = ()  # a model case's overrides (the local run's: its own)
+    sweep: tuple[tuple[int, str], ...] = ()  # its own (count, size) settings, not the site's
+
+
+#: ARCHER2's I/O study: stripe counts 1, 2, 4, 8 at 1 MiB, then sizes up to 4000 MiB at 8
+STUDY_SWEEP = (
+    *((count, "1M") for count in (1, 2, 4, 8)),
+    *((8, size) for size in ("2M", "4M", "8M", "1000M", "2000M", "4000M")),
+)
 
 
 SEEDS = (
@@ -91,6 +99,21 @@ SEEDS = (
     # EPCC's benchio (serial, MPI-IO, HDF5, NetCDF to one shared file, 128 MiB per rank)
     # in the same modes, over Lustre's stripe counts and sizes where the site has Lustre
     Comparison("benchio", "benchio", 1, 128, IO_MODES, pending=(NATIVE_CCE,), stripes=True),
+    # ARCHER2's I/O study: one array per rank through MPI-IO and HDF5, then ADIOS2's BP4,
+    # BP5 and HDF5 engines (benchio with ADIOS2), 2048 ranks on 16 nodes, natively (the
+    # site environment's build) and in the image, over the study's stripe settings
+    *(
+        Comparison(
+            f"io-layers-{engine}",
+            f"benchio-adios2-{engine}",
+            16,
+            2048,
+            ("native", "bind", "hybrid"),
+            stripes=True,
+            sweep=STUDY_SWEEP,
+        )  # fmt: skip
+        for engine in ("bp4", "bp5", "hdf5")
+    ),
     # NOAA/ORNL on Gaea: the ocean of ESM4 natively and in containers; MOM6's benchmark
     # case at its own size (360x180), one model day, on one node
     Comparison(
@@ -138,10 +161,13 @@ def make_plans(site: sites.Site, out: Path, root: Path, names) -> tuple[dict, di
     return made, failed
 
 
-def stripe_settings(lustre: dict | None) -> list[tuple[int, str]]:
-    """(count, size) of every stripe setting the sweep runs: counts x sizes, in order."""
+def stripe_settings(lustre: dict | None, comparison=None) -> list[tuple[int, str]]:
+    """(count, size) of every stripe setting the sweep runs: the comparison's own, else the
+    site's counts x sizes, in order; none without Lustre."""
     if not lustre:
         return []
+    if comparison is not None and comparison.sweep:
+        return list(comparison.sweep)
     return [(c, size) for size in lustre["stripe_sizes"] for c in lustre["stripe_counts"]]
 
 
@@ -155,6 +181,8 @@ def _work_directory(site: sites.Site, comparison, benchmark) -> tuple[list[str],
         f'mkdir -p "$bench_dir/{benchmark.workdir}"',
         'cd "$bench_dir"',
     ]
+    for name, text in benchmark.files:  # what it reads where it starts (adios2.xml)
+        commands += [f"cat > {name} <<'CLIMSTACK_EOF'", *text.splitlines(), "CLIMSTACK_EOF"]
     lustre = site.lustre
     if not comparison.stripes:
         return [], commands
@@ -163,7 +191,7 @@ def _work_directory(site: sites.Site, comparison, benchmark) -> tuple[list[str],
             f"# no Lustre at {site.name} (no lustre: in its bind.yaml): {comparison.name} runs "
             "without the stripe sweep, on the file system's default layout"
         ], commands
-    settings = stripe_settings(lustre)
+    settings = stripe_settings(lustre, comparison)
     shown = " ".join(f"{c}:{size}" for c, size in settings)
     comments = [
         f"# Lustre ({lustre['path']}): before each set of runs, `lfs setstripe -c COUNT -S SIZE "
@@ -182,7 +210,7 @@ def _work_directory(site: sites.Site, comparison, benchmark) -> tuple[list[str],
 def runs(comparison: Comparison, repeats: int, reasons: dict, lustre=None) -> list:
     """The comparison's run matrix at the centre: its modes less those not emitted."""
     modes = [m for m in comparison.modes if m not in reasons]
-    settings = stripe_settings(lustre) if comparison.stripes else []
+    settings = stripe_settings(lustre, comparison) if comparison.stripes else []
     stripes = {comparison.benchmark: settings} if settings else None
     return matrix.runs([(comparison.benchmark, modes)], repeats, stripes)
 
@@ -304,8 +332,13 @@ def emit(
     where the site has Lustre (`lustre:` in its bind.yaml)."""
     seeds = [replace(c, nodes=1, ranks=ranks) if ranks else c for c in SEEDS]
     seeds = [replace(c, modes=ms) for c in seeds if (ms := tuple(m for m in c.modes if m in only))]
-    if site.name == "local":  # the seeds' sizes are for a centre's nodes: the local run's here
-        seeds = [replace(c, arguments=(), settings=()) for c in seeds]
+    if site.name == "local":  # the seeds' sizes are for a centre's nodes, and their modes
+        # what this site builds: the local run's here
+        seeds = [
+            replace(c, arguments=(), settings=(), modes=tuple(m for m in c.modes if
+                    _benchmark(c).runs_in(m)))
+            for c in seeds
+        ]  # fmt: skip
     wanted = {m for c in seeds for m in c.modes if catalogue.get(m).container}
     plans, failed = make_plans(site, out, root, wanted)
     if Path(image_path).is_dir():  # Charliecloud cannot create mount points itself
@@ -325,6 +358,10 @@ def emit(
         path.chmod(0o755)
         written.append(path)
     return written
+
+
+def _benchmark(comparison: Comparison) -> runner.Benchmark:
+    return next(b for b in runner.LOCAL if b.name == comparison.benchmark)
 
 
 def prepared_case(comparison: Comparison, out: Path) -> Path | None:

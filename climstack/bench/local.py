@@ -14,6 +14,17 @@ from climstack.stack import bench_sources, environments
 
 #: the container environment whose image the container modes run (`climstack image`)
 IMAGE = "container-archer2"
+#: the host's CCE stand-in build (Debian's clang: NetCDF-C, NetCDF-Bench), which the modes
+#: of PrgEnv-cray's flavour run or bind
+CCE_ENV = "local-cce"
+
+
+def needs_cce(names: list[str]) -> bool:
+    """Whether the modes `names` run or bind the CCE stand-in's build."""
+    return any(
+        catalogue.get(n).binary == catalogue.HOST_CCE or catalogue.get(n).flavour == "cray"
+        for n in names
+    )
 
 
 def install(env_dir: Path) -> dict[str, Path]:
@@ -35,10 +46,13 @@ def mode_names(args, known=None, what: str = "--modes") -> list[str]:
     return catalogue.chosen(args.modes, list(known or catalogue.names(local=True)), what)
 
 
-def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> list[modes.Mode]:
+def local_modes(
+    args, prefixes: dict[str, Path], work: Path | None = None, cce: dict[str, Path] | None = None
+) -> list[modes.Mode]:
     """The modes asked for (--modes), the container ones on `climstack image`'s image, with
-    the runs' directory `work` bound in (the files the I/O benchmarks write)."""
-    names = mode_names(args)
+    the runs' directory `work` bound in (the files the I/O benchmarks write); `cce`: the
+    CCE stand-in's prefixes (native-cce runs them, bind-host-netcdf-cray binds them)."""
+    names, cce = mode_names(args), cce or {}
     launcher = launchers.get("mpiexec").argv(args.ranks)
     container = [n for n in names if catalogue.get(n).container]
     chosen = []
@@ -47,11 +61,15 @@ def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> li
         target = str(container_smoke.target(IMAGE, args.runtime, image_dir))
         no_home = runtimes.get(args.runtime).env(home=False)
         env = {**os.environ, **no_home}  # the process runner sets USER
-        # the host's NetCDF is the local environment's build, C and Fortran (HDF5: the
-        # site's external)
+        # the host's NetCDF is the local environment's build, C and Fortran, or the CCE
+        # stand-in's, C only (HDF5: the site's external, for both)
         netcdf = [str(prefixes[p]) for p in ("netcdf-c", "netcdf-fortran") if p in prefixes]
-        host_netcdf = {"netcdf": ":".join(netcdf) or None}
+        by_flavour = {
+            None: {"netcdf": ":".join(netcdf) or None},
+            "cray": {"netcdf": str(cce["netcdf-c"]) if "netcdf-c" in cce else None},
+        }
         for name in container:
+            host_netcdf = by_flavour[catalogue.get(name).flavour]
             chosen.append(
                 modes.container(
                     name, image_dir, launcher, args.ranks, args.runtime, target,
@@ -61,4 +79,6 @@ def local_modes(args, prefixes: dict[str, Path], work: Path | None = None) -> li
     by_name = {m.name: m for m in chosen}
     if "native" in names:
         by_name["native"] = modes.native(launcher, prefixes)
+    if "native-cce" in names:
+        by_name["native-cce"] = modes.native(launcher, cce, "native-cce")
     return [by_name[n] for n in names]

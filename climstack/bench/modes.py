@@ -34,15 +34,16 @@ class Mode:
     unavailable: str = ""  # why the mode cannot run at all (every run reports it)
 
 
-def native(launcher: list[str], prefixes: dict[str, Path]) -> Mode:
-    """The host's build, launched as is."""
+def native(launcher: list[str], prefixes: dict[str, Path], name: str = "native") -> Mode:
+    """A host build (`prefixes`: the native environment's, or the CCE stand-in's for
+    native-cce), launched as is."""
 
     def locate(benchmark):
         if benchmark.package not in prefixes:
             raise LookupError(f"{benchmark.package} is not installed")
         return str(prefixes[benchmark.package] / benchmark.argv[0])
 
-    return Mode("native", "none", lambda program, cwd=None: [*launcher, *program], locate)
+    return Mode(name, "none", lambda program, cwd=None: [*launcher, *program], locate)
 
 
 def in_image(image_dir: Path, path: str) -> str | None:

@@ -10,7 +10,7 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from climstack.bench import catalogue, formats, headline, page, stats
+from climstack.bench import catalogue, formats, headline, page, seeds, stats
 from climstack.bench.records import Failure, Problem, Record, batch_text
 from climstack.common import atomic
 
@@ -147,6 +147,7 @@ def blocks(records, failures, problems, plots: dict[str, Path], checks=()) -> li
         out += [("p", "No results to compare: no benchmark output was read.")]
     if "summary" in plots:
         out += [("img", plots["summary"], "time ratio to native per mode and benchmark")]
+    out += seeds.blocks(records)
     if failures:
         out += [("h2", "Failed runs"), ("ul", _failed_items(failures))]
     if problems:

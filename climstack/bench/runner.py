@@ -32,12 +32,40 @@ class Benchmark:
     netcdf: bool = False  # uses NetCDF: also runs in the modes that bind the host's
     case: str | None = None  # a model's case (cases/<name>), run in a fresh run directory
     settings: tuple[str, ...] = ()  # the case's overrides, KEY=VALUE
+    output: str | None = None  # its output format, when not its name (formats.FORMATS)
+    modes: tuple[str, ...] = ()  # the only modes it runs in (none named: every mode)
+    files: tuple[tuple[str, str], ...] = ()  # (name, text) written where it starts
 
     @property
     def family(self) -> str:
         """What the report groups it by: the output format's name (collect.formats), a
         model's own name (its rows are named by the model)."""
-        return "osu" if self.name.startswith("osu_") else self.name
+        return self.output or ("osu" if self.name.startswith("osu_") else self.name)
+
+    def runs_in(self, mode: str) -> bool:
+        """Whether it runs in the catalogue's `mode`: one binding host I/O libraries only
+        if it uses NetCDF, and only the modes it names, if it names any."""
+        row = catalogue.get(mode)
+        if self.modes and mode not in self.modes:
+            return False
+        if row.only:
+            return self.name in row.only
+        return self.netcdf or not row.io_only
+
+
+#: the array each rank writes in the comparison of I/O layers (doubles): 16 MiB
+IO_LAYERS_ARRAY = ("128", "128", "128")
+#: its runs: ADIOS2's engine (adios2.xml) and benchio's layers; MPI-IO and HDF5 once
+IO_LAYERS_RUNS = (("BP4", ("mpiio", "hdf5", "adios")), ("BP5", ("adios",)), ("HDF5", ("adios",)))
+
+
+def adios2_xml(engine: str) -> str:
+    """The adios2.xml that makes benchio's ADIOS2 layer (its IO "Output") write with
+    `engine`."""
+    return (
+        '<?xml version="1.0"?>\n<adios-config>\n  <io name="Output">\n'
+        f'    <engine type="{engine}"/>\n  </io>\n</adios-config>\n'
+    )
 
 
 OSU = "libexec/osu-micro-benchmarks/mpi"
@@ -60,6 +88,21 @@ LOCAL = (
         netcdf=True,
     ),
     Benchmark("benchio", "benchio", ("bin/benchio.x",), workdir="benchio_files", netcdf=True),
+    # the comparison of I/O layers: one array per rank through MPI-IO and HDF5, then
+    # through ADIOS2's BP4, BP5 and HDF5 engines (adios2.xml), in the image only: the host
+    # has no ADIOS2 build (environments/local)
+    *(
+        Benchmark(
+            f"benchio-adios2-{engine.lower()}",
+            "benchio-adios2",
+            ("bin/benchio", *IO_LAYERS_ARRAY, "local", *layers, "striped"),
+            workdir="striped",
+            output="benchio-adios2",
+            modes=("bind", "hybrid"),
+            files=(("adios2.xml", adios2_xml(engine)),),
+        )
+        for engine, layers in IO_LAYERS_RUNS
+    ),
     # GFDL's MOM6, ocean-only benchmark case, 180x90 cells, 12 steps (DAYMAX=0.125)
     Benchmark(
         "mom6", "mom6", ("bin/MOM6",), netcdf=True, case="mom6-benchmark",
@@ -82,13 +125,9 @@ class Batch:
 
 
 def plan(benchmarks: list[Benchmark], modes: list[str], repeats: int) -> list[matrix.Run]:
-    """The runs of `benchmarks` in the catalogue's `modes` (a benchmark runs the modes that
-    bind host I/O libraries only if it uses NetCDF)."""
-    comparisons = [
-        (b.name, [m for m in modes if b.netcdf or not catalogue.get(m).io_only])
-        for b in benchmarks
-    ]
-    return matrix.runs(comparisons, repeats)
+    """The runs of `benchmarks` in the catalogue's `modes` (those each runs in)."""
+    comparisons = [(b.name, [m for m in modes if b.runs_in(m)]) for b in benchmarks]
+    return matrix.runs([c for c in comparisons if c[1]], repeats)
 
 
 def raw_path(out: Path, run: matrix.Run) -> Path:
@@ -190,6 +229,8 @@ def _run_one(benchmark, mode, work, ranks, timeout, fields) -> str:
     if benchmark.case:
         return _run_case(benchmark, mode, program[0], work, timeout, failed)
     (work / (benchmark.workdir or "")).mkdir(parents=True, exist_ok=True)
+    for name, text in benchmark.files:
+        (work / name).write_text(text)
     start = time.monotonic()
     try:
         what = f"{benchmark.name} ({mode.name})"

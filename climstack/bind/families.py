@@ -1,4 +1,4 @@
-"""Host library families beyond MPI (netcdf, hdf5, pnetcdf): where the host's build lives
+"""Host library families beyond MPI (netcdf, hdf5, adios2, pnetcdf): where the host's build lives
 (an explicit prefix, the module environment, the site's Spack externals), which PrgEnv
 flavour it is, and every name an application may ask for each of its libraries by.
 
@@ -36,6 +36,7 @@ class Family:
     externals: tuple[str, ...]  # Spack package names of the site's externals
     variables: tuple[str, ...]  # module-environment variables holding a prefix
     symbols: re.Pattern  # the API's symbols (C and gfortran's Fortran names)
+    soversion: int = 1  # the parts of a file name's version that are its ABI (ADIOS2: 2.10)
 
 
 def _parts(*names: str) -> frozenset:
@@ -63,6 +64,36 @@ FAMILIES = {
         ("hdf5", "cray-hdf5-parallel", "cray-hdf5"),
         ("CRAY_HDF5_PARALLEL_PREFIX", "CRAY_HDF5_PREFIX", "HDF5_DIR", "HDF5_ROOT"),
         re.compile(r"^(H5|__h5\w*_MOD_)"),
+    ),
+    # ADIOS2: SOVERSION major.minor (libadios2_core_mpi.so.2.10); its MPI libraries are
+    # libraries of their own beside the serial ones, and FFS, ATL, DILL, EVPath and enet are
+    # built in as libadios2_<name>
+    "adios2": Family(
+        "adios2",
+        {
+            _parts("libadios2", *part.split("_")): f"libadios2_{part}"
+            for part in (
+                "core",
+                "core_mpi",
+                "c",
+                "c_mpi",
+                "cxx11",
+                "cxx11_mpi",
+                "fortran",
+                "fortran_mpi",
+                "h5vol",
+                "ffs",
+                "atl",
+                "dill",
+                "evpath",
+                "enet",
+                "perfstubs",
+            )
+        },  # fmt: skip
+        ("adios2",),
+        ("ADIOS2_DIR", "ADIOS2_ROOT"),
+        re.compile(r"^(adios2_|_ZN6adios2|__adios2_\w*_MOD_)"),
+        soversion=2,
     ),
     "pnetcdf": Family(
         "pnetcdf",
@@ -93,10 +124,12 @@ def classify(soname: str) -> tuple[str, str, str] | None:
         parts[:1] = [parts[0][:-2], "hl"]
     parts = [re.sub(r"^(serial|mpich|openmpi|parallel)hl$", "hl", p) for p in parts]
     key = frozenset(p for p in parts if not _BUILD_TAG.match(p))
-    major = version.lstrip(".").split(".")[0]
-    for family in FAMILIES.values():
-        if key in family.libraries:
-            return family.name, family.libraries[key], major
+    numbers = version.lstrip(".").split(".")
+    for exact in (frozenset(parts), key):  # a library named for its MPI first (ADIOS2's)
+        for family in FAMILIES.values():
+            if exact in family.libraries:
+                major = ".".join(numbers[: family.soversion])
+                return family.name, family.libraries[exact], major
     return None
 
 

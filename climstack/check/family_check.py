@@ -1,7 +1,8 @@
 """verify's checks of the library families a plan binds besides MPI (run.families): each
 family library the application loads must be the host's, of the SONAME major it asks for;
-the host must export every nc_*/nf_*/H5* symbol imported; and HDF5's run-time version
-check (H5check_version) must pass, read from both libraries' .rodata."""
+the host must export every nc_*/nf_*/H5*/adios2_* symbol imported; HDF5's run-time
+version check (H5check_version) must pass, read from both libraries' .rodata; and the
+host's ADIOS2 must be the image's major."""
 
 from pathlib import Path, PurePosixPath
 
@@ -133,6 +134,27 @@ def check_hdf5(own: loader.Closure, planned: loader.Closure, plan: Plan) -> tupl
     ]
 
 
+def check_adios2(own: loader.Closure, plan: Plan) -> tuple[dict, list[str]]:
+    """The image's ADIOS2 (its SOVERSION major.minor, what the application was built
+    against) against the host's the plan binds: another major is another API and BP file
+    generation, refused whatever the links say."""
+    host = plan.families.get("adios2")
+    image = sorted({families.classify(name)[2] for name, _ in _loaded_as(own, "adios2")})
+    if not host or not image:
+        return {}, []
+    provided = sorted({families.classify(link)[2] for link in host["libraries"]})
+    report = {"image": image, "host": provided}
+    majors = {v.split(".")[0] for v in image}, {v.split(".")[0] for v in provided}
+    if majors[0] == majors[1]:
+        return report, []
+    return report, [
+        f"ADIOS2 major mismatch: the image's libraries are ADIOS2 {', '.join(image)}, the "
+        f"host's ({', '.join(host['prefixes'])}) ADIOS2 {', '.join(provided)}: another major "
+        "is another API and BP file generation. Build the image against the host's ADIOS2 "
+        f"{'/'.join(sorted(majors[1]))}.x, or do not bind adios2"
+    ]
+
+
 def _plain(lib: loader.Library) -> str:
     return (families.classify(lib.name) or ("", ""))[1]
 
@@ -146,4 +168,7 @@ def check(plan: Plan, own: loader.Closure, planned: loader.Closure) -> tuple[dic
     hdf5, found = check_hdf5(own, planned, plan)
     if hdf5:
         reports.setdefault("hdf5", {})["versions"] = hdf5
-    return reports, problems + found
+    adios2, refused = check_adios2(own, plan)
+    if adios2:
+        reports.setdefault("adios2", {})["versions"] = adios2
+    return reports, problems + found + refused

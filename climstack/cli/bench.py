@@ -22,7 +22,7 @@ from climstack.bench import (
     reuse,
     runner,
 )
-from climstack.bench.local import IMAGE, install, local_modes, mode_names
+from climstack.bench.local import CCE_ENV, IMAGE, install, local_modes, mode_names, needs_cce
 from climstack.common import progress
 from climstack.errors import ClimstackError
 from climstack.image import image
@@ -98,7 +98,8 @@ def run_local(args) -> int:
     if args.force and out.is_dir():
         shutil.rmtree(out)
     prefixes = install(env_dir)
-    chosen = local_modes(args, prefixes, runner.work_root(out))
+    cce = install(environments.resolve(CCE_ENV)) if needs_cce(mode_names(args)) else {}
+    chosen = local_modes(args, prefixes, runner.work_root(out), cce)
     with progress.step(f"running the benchmarks, {args.repeats} repeats, into {out}"):
         runner.run_all(
             list(runner.LOCAL), chosen, out, args.repeats, args.ranks, resume=args.resume

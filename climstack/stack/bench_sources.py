@@ -18,6 +18,9 @@ ones air-gapped centres use. Nothing fetched is committed to this repository.
   (site/offline requires its tag's commit), assembled the same way, and the patch its
   recipe downloads from GitHub is made from the FMS repository (`git format-patch
   --no-signature` writes GitHub's .patch byte for byte) into the mirror.
+- **release tarballs remade from the tag** (adios2): GitHub's archive of a tag is `git
+  archive` of it gzipped by `gzip -n`, so the recipe's own version and sha256 serve
+  (GIT_RELEASES); its GitHub patches are made as FMS's are.
 """
 
 import json
@@ -61,6 +64,8 @@ GIT_SOURCES = (
     ),
     GitSource("mom6", "https://github.com/NOAA-GFDL/MOM6.git"),
     GitSource("fms", "https://github.com/NOAA-GFDL/FMS.git"),
+    GitSource("benchio-adios2", "https://github.com/davidhenty/benchio.git"),
+    GitSource("adios2", "https://github.com/ornladios/ADIOS2.git"),
 )
 #: git versions whose archive is assembled (`git archive`, submodules included) rather
 #: than cloned in full by `spack mirror create`: MOM6's recipe pin and the FMS 2023.03
@@ -69,6 +74,9 @@ ASSEMBLED = {
     "mom6": "df2cd1265006eb2e98cd9471a8f77c6d8a1c1135",
     "fms": "527a42f3ff36d75aac68b65757b35f73a74146bb",
 }
+#: the I/O layers' sources (environments/stack.yaml `io_layers`), which only the Cray
+#: sites' environments and the image hold
+IO_LAYERS = {"adios2", "benchio-adios2"}
 #: repositories cloned as submodules of a git version above (MOM6's pkg/), by their name:
 #: not packages, only their URLs are overridden
 SUBMODULE_SOURCES = (
@@ -99,7 +107,34 @@ GIT_PATCHES = (
         "c9bba516ba1115d4a7660fba92f9d67cf3fd32ad",
         "07d5b68838bba61ee547bd4cd7c12d81228c91a80a966b8693694fa236d0ac30",
     ),
+    # adios2@2.8:2.10: "Fix issue with GCC 7" (ADIOS2 PR 4591)
+    GitPatch(
+        "adios2",
+        "b7a5957a15e5458f6e3650a01a88d73950f6c161",
+        "d854008ab27d6ebfa66fffb78126b17713cda3234ed19bf331f85a720e599a32",
+    ),
+    # adios2@2.8: (ADIOS2 PR 4578)
+    GitPatch(
+        "adios2",
+        "e7e8785f428597c02a010b428d54bf159b051031",
+        "5b56f4beb5f0580ee7b8f5240048676827cc9fb9760ea742ab237dc1a0b94f91",
+    ),
 )
+
+
+@dataclass(frozen=True)
+class GitRelease:
+    """A release the recipe downloads as GitHub's archive of its tag, remade from the
+    package's git repository: `git archive` of the tag gzipped by `gzip -n` is that archive
+    byte for byte, so the recipe's version and sha256 serve unchanged."""
+
+    package: str  # whose GitSource has the tag
+    version: str
+    tag: str
+    prefix: str  # the archive's top directory
+
+
+GIT_RELEASES = (GitRelease("adios2", "2.10.2", "v2.10.2", "ADIOS2-2.10.2/"),)
 
 
 def _git_url(url: str) -> str:
@@ -166,12 +201,37 @@ def place_patch(patch: GitPatch, mirror_dir: Path) -> Path:
     return final
 
 
+def place_release(release: GitRelease, need: dict, mirror_dir: Path) -> Path:
+    """The release's archive, remade from its tag, at its paths in mirror_dir (once);
+    `need`: its entry of source_mirror.needed_sources (sha256, mirror paths)."""
+    final = mirror_dir / need["paths"][0]
+    if final.is_file() or _copied_from_site_mirror(final, mirror_dir):
+        return final
+    source = next(s for s in GIT_SOURCES if s.package == release.package)
+    fix = f"point {source.variable} at a faithful copy of {source.upstream}"
+    with tempfile.TemporaryDirectory() as tmp:
+        repo = _repository(source, Path(tmp))
+        tar = Path(tmp) / "release.tar"
+        _git(repo, "archive", "--format=tar", f"--output={tar}", f"--prefix={release.prefix}",
+             release.tag, what=f"archiving {release.package}'s tag {release.tag}")  # fmt: skip
+        process.run(["gzip", "-n", str(tar)], f"compressing {tar.name}")
+        made = tar.with_name(tar.name + ".gz")
+        if source_mirror.sha256sum(made) != need["sha256"]:
+            raise ClimstackError(
+                f"the archive made from {release.package}'s tag {release.tag} does not have "
+                f"the recipe's sha256 {need['sha256']}",
+                fix=fix,
+            )
+        source_mirror.store(mirror_dir, need["paths"], made)
+    return final
+
+
 def locked(env_dir: Path) -> set[str]:
     """The package names of env_dir's spack.lock; without a lock, the benchmarks of
-    GIT_SOURCES (what every environment holds; the model's sources need its lock)."""
+    GIT_SOURCES every environment holds (the model's and the I/O layers' need its lock)."""
     lock = env_dir / "spack.lock"
     if not lock.is_file():
-        return {source.package for source in GIT_SOURCES if source.package not in ASSEMBLED}
+        return {s.package for s in GIT_SOURCES if s.package not in ASSEMBLED | IO_LAYERS}
     nodes = json.loads(lock.read_text())["concrete_specs"].values()
     return {node["name"] for node in nodes}
 
@@ -268,10 +328,22 @@ def fill_git(env_dir: Path, mirror_dir: Path, names=None, spack: Spack = DEFAULT
     those of GIT_SOURCES the environment's lock holds (`spack mirror create` would
     concretize one it lacks on its own, e.g. FMS at a version only GitHub has)."""
     held = locked(env_dir)
+    releases = {r.package: r for r in GIT_RELEASES}
     names = names or [s.package for s in GIT_SOURCES if s.package in held]
     for patch in GIT_PATCHES:
         if patch.package in names or patch.package in held:
             place_patch(patch, mirror_dir)
+    wanted = [r for r in GIT_RELEASES if r.package in names or r.package in held]
+    for need in source_mirror.needed_sources(env_dir, spack) if wanted else []:
+        release = releases.get(need["name"])
+        url = need["url"] or ""
+        if (
+            release
+            and need["version"] == release.version
+            and url.endswith(f"/{release.tag}.tar.gz")
+        ):
+            place_release(release, need, mirror_dir)
+    names = [name for name in names if name not in releases]  # not git versions
     if not names:  # no git version: `spack mirror create` would mirror every spec
         return ""
     for package in (name for name in names if name in ASSEMBLED):
