@@ -77,7 +77,10 @@ def test_a_mix_of_formats_gives_headline_detail_summary_plot_and_html(mixed):
     ]  # fmt: skip
     # NetCDF-Bench's write rates meet the guide's five rows (those without runs: "-")
     fields = text[text.index("## The field's tables") : text.index("## Failed runs")]
-    assert "| native GNU | native | 1453 |" in fields and "| native CCE | native-cce | 1434 | - |" in fields
+    assert (
+        "| native GNU | native | 1453 |" in fields
+        and "| native CCE | native-cce | 1434 | - |" in fields
+    )
     assert {"## osu", "## omb-py", "## imb", "## mpibench", "## netcdf-bench", "## benchio"} <= (
         set(sections)
     )

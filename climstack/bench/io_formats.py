@@ -89,8 +89,8 @@ def benchio_adios2(lines: Lines, warn: Warn, operation: str = "unknown") -> Iter
     def read(number, text):
         stripped, previous = text.strip(), run["previous"]
         run["previous"] = stripped
-        if stripped.startswith("Running on"):
-            run["ranks"] = int(_numbers(stripped.split("on", 1)[1], 1)[0])
+        if stripped.startswith("Running on") and stripped.endswith("process(es)"):
+            run["ranks"] = int(_numbers(stripped.split("on", 1)[1], 1)[0])  # not "1 node"
         elif stripped.startswith("Total amount of data"):
             run["size"] = int(_numbers(stripped.split("=", 1)[1], 1)[0] * 2**30)
         elif previous == "------" and stripped and stripped != "------":

@@ -133,7 +133,10 @@ def closures(request: Request, roots: Roots, search) -> dict[str, loader.Library
         # its own directory first: a family's libraries need their siblings
         result = loader.closure(path, view, [str(PurePosixPath(path).parent), *search])
         for needed, who in result.missing.items():
-            missing.setdefault(needed, []).extend(who)
+            # a name the plan links itself is no gap: a host family built on MPICH asks for
+            # libmpi.so.12, which Debian's MPICH provides as libmpich.so.12
+            if needed not in roots.paths:
+                missing.setdefault(needed, []).extend(who)
         files.setdefault(name, result.root)  # one the closure found keeps who needs it
         for library in result.libraries.values():  # a site extra another library needs
             known = files.get(library.name)  # is listed with who needs it; a root given
