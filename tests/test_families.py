@@ -108,7 +108,7 @@ def test_a_flavour_mix_is_warned_with_the_reason(cray_root):
 def test_bad_family_input_is_refused_naming_what_was_looked_for(cray_root, tmp_path):
     with pytest.raises(ClimstackError, match="unknown library family 'lapack'") as refused:
         families.parse_with(["netcdf,lapack"])
-    assert "netcdf, hdf5, pnetcdf" in refused.value.fix
+    assert "netcdf, hdf5, adios2, pnetcdf" in refused.value.fix
     with pytest.raises(ClimstackError, match="absolute path"):
         families.parse_with(["netcdf=usr"])
     # the local site has no NetCDF external (Spack builds it) and no module is loaded

@@ -19,7 +19,9 @@ and the ARCHER2 notes vary: before each set of runs (every mode, rotated) it emp
 directory and runs `lfs setstripe -c COUNT -S SIZE` on it, and each run's header line says
 `stripe_count=COUNT stripe_size=SIZE` (the report groups the rates by them); the job stops
 before any run if the directory is not on Lustre. Without `lustre:` it runs as the other
-scripts do and says so in a comment line.
+scripts do and says so in a comment line. The comparison of I/O layers (benchio with
+ADIOS2, `io-layers-*`) sweeps the I/O study's own settings (STUDY_SWEEP) the same way, in
+`striped/`, after writing the engine's adios2.xml where its ranks start.
 
 A model's case (MOM6) runs each mode and repeat in a run directory of its own below
 $CLIMSTACK_BENCH_DIR (`mom6-JOBID/MODE.rREPEAT`), copied from the case prepared at emit time

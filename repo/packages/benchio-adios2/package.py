@@ -47,7 +47,10 @@ class BenchioAdios2(Package):
     def install(self, spec, prefix):
         adios2_config = Executable(spec["adios2"].prefix.bin.join("adios2-config"))
         fflags = ["-O3", *adios2_config("--fortran-flags", output=str).split()]
-        fflags += [f"-I{spec['hdf5'].prefix.include}", f"-I{spec['netcdf-fortran'].prefix.include}"]
+        fflags += [
+            f"-I{spec['hdf5'].prefix.include}",
+            f"-I{spec['netcdf-fortran'].prefix.include}",
+        ]
         libs = adios2_config("--fortran-libs", output=str).split()
         libs += spec["hdf5:fortran"].libs.ld_flags.split()
         libs += spec["netcdf-fortran"].libs.ld_flags.split()
