@@ -313,20 +313,25 @@ def local_image():
     return found if found.is_dir() else found.with_name("no-image-built")
 
 
+def emit_local(jobs_dir: Path, modes: str, local_image: Path) -> Path:
+    """`climstack bench local --emit`, one repeat of `modes` on the image."""
+    proc = subprocess.run(
+        [CLIMSTACK, "bench", "local", "--emit", jobs_dir, "--repeats", "1"]
+        + ["--modes", modes, "--image", local_image],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return jobs_dir
+
+
 @cpus_alone
 def test_local_io_job_scripts_run_on_the_local_cluster(cluster, local_image, tmp_path):
     """`climstack bench local --emit`: NetCDF-Bench's and MOM6's scripts, one repeat,
     native and bind, through Slurm; natively they run and parse, the bind runs run or report
     why not, and MOM6's bind run is compared with native's bit for bit. (benchio's script
     runs through Slurm in the stripe sweep's test below; every mode runs in test_bench.py.)"""
-    jobs_dir = tmp_path / "jobs"
-    proc = subprocess.run(
-        [CLIMSTACK, "bench", "local", "--emit", jobs_dir, "--repeats", "1"]
-        + ["--modes", "native,bind", "--image", local_image],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
+    jobs_dir = emit_local(tmp_path / "jobs", "native,bind", local_image)
     code, output = cluster.sbatch_wait(jobs_dir / "netcdf-bench.sh", timeout=300)
     assert code == 0, output[-3000:]
     records, failures, problems = collect.read_paths([jobs_dir / "netcdf-bench.out"])
@@ -370,15 +375,7 @@ def test_the_io_layers_job_runs_on_the_local_cluster_without_lustre(
     """The I/O study's script for the local site (no Lustre: the fallback, one setting),
     in bind mode through Slurm: benchio writes through ADIOS2's BP5 engine in the image and
     the report reads the layer."""
-    jobs_dir = tmp_path / "jobs"
-    proc = subprocess.run(
-        [CLIMSTACK, "bench", "local", "--emit", jobs_dir, "--repeats", "1"]
-        + ["--modes", "bind", "--image", local_image],
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr
-    script = jobs_dir / "io-layers-bp5.sh"
+    script = emit_local(tmp_path / "jobs", "bind", local_image) / "io-layers-bp5.sh"
     assert "# no Lustre at local" in script.read_text()
     work = tmp_path / "work"
     cluster.env["CLIMSTACK_BENCH_DIR"] = str(work)

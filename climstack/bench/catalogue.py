@@ -25,11 +25,12 @@ class ModeRow:
     plan: str | None = None  # the bind plan's mode; None: native, no container
     families: tuple[str, ...] = ()  # host library families bound over the image's
     flavour: str | None = None  # the PrgEnv flavour of those families at a centre
-    binary: str = VIEW  # HOST, HOST_CCE, VIEW (the image's view) or NOXPMEM (its copy
-    # without xpmem)
+    binary: str = VIEW  # HOST, HOST_CCE, VIEW (the image's view), NOXPMEM (without xpmem)
     local: bool = True  # `bench local` runs it
     centre: bool = True  # `bench SITE --emit` writes it
-    only: tuple[str, ...] = ()  # the only benchmarks it runs (runner.LOCAL names)
+    # the only benchmarks it runs locally (runner.LOCAL names): the CCE stand-in builds the
+    # C side only, so its modes run NetCDF-Bench; a centre's PrgEnv-cray builds have Fortran
+    only: tuple[str, ...] = ()
 
     @property
     def container(self) -> bool:
@@ -50,8 +51,8 @@ ROWS = [
     ModeRow("native", "the host's build on the host MPI", "native", binary=HOST),
     ModeRow(
         "native-cce",
-        "the host's CCE build on the host MPI (here Debian's clang 14 builds HDF5, NetCDF-C "
-        "and NetCDF-Bench: C only)",
+        "the host's CCE build on the host MPI (here Debian's clang 14 builds NetCDF-C and "
+        "NetCDF-Bench on the host's HDF5: C only)",
         "native CCE",
         binary=HOST_CCE,
         centre=False,
@@ -89,6 +90,7 @@ ROWS = [
         "bind",
         HOST_NETCDF,
         "cray",
+        only=("netcdf-bench",),
     ),
     ModeRow("hybrid", "the image's build on the image's own MPI", "hybrid model", "hybrid"),
     ModeRow(

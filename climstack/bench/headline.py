@@ -138,12 +138,15 @@ def bit_notes(checks: list[BitCheck]) -> dict[tuple, str]:
 
 def rows(records: list[Record], failures: list[Failure], checks=()) -> list[Row]:
     """One row per batch and group, in the formats' order; a cell per mode other than
-    native. `checks`: the model runs' bit-for-bit comparisons (a note on their cells)."""
+    native (a benchmark never run natively has none). `checks`: the model runs'
+    bit-for-bit comparisons (a note on their cells)."""
     notes = bit_notes(list(checks))
     modes = [
         m for m in catalogue.ordered({x.mode for x in [*records, *failures]}) if m != BASELINE
     ]
     failed = {((f.site, f.host, f.job), f.benchmark, f.mode) for f in failures}
+    # benchmarks run (or tried) natively somewhere; the others have no row
+    natively = {x.benchmark for x in [*records, *failures] if x.mode == BASELINE}
     groups = defaultdict(list)
     for r in records:
         if (group := group_of(r)) is not None:
@@ -155,6 +158,8 @@ def rows(records: list[Record], failures: list[Failure], checks=()) -> list[Row]
         key=lambda g: (g.batch, formats.rank(g.benchmark), g.benchmark, g.order, seen.index(g)),
     ):
         mine, cells = groups[group], {}
+        if group.benchmark not in natively:  # the I/O layers, in the image only: no ratio
+            continue
         for mode in modes:
             key = (group.batch, group.benchmark, mode)
             if any(r.mode == mode for r in mine):
