@@ -16,7 +16,7 @@ import pytest
 import slurm_cluster
 from conftest import PROJECT_ROOT, cpus_alone
 
-from climstack.bench import collect, jobs, local, matrix, runner
+from climstack.bench import collect, jobs, local, matrix, runner, stripes
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
@@ -251,7 +251,7 @@ def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
         "stripe_counts": [1, 4, 8, -1],
         "stripe_sizes": ["1M", "4M"],
     }
-    assert jobs.stripe_settings(lustre)[:2] == [(1, "1M"), (4, "1M")]
+    assert stripes.stripe_settings(lustre)[:2] == [(1, "1M"), (4, "1M")]
     bad = tmp_path / "site" / "bad"
     shutil.copytree(PROJECT_ROOT / "site" / "local", bad)
     (bad / "bind.yaml").write_text(

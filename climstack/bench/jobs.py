@@ -41,7 +41,7 @@ from pathlib import Path
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.bench import catalogue, cases, matrix, runner
+from climstack.bench import catalogue, cases, matrix, runner, stripes
 from climstack.bench.headers import BITWISE, FAILED, header
 from climstack.bind import loader, plan
 from climstack.common import atomic
@@ -63,8 +63,6 @@ IO_MODES = (
     "fabric",
 )
 NATIVE_CCE = "native-cce: needs a PrgEnv-cray build of the site environment"
-#: where benchio's directory goes (default: the directory the job was submitted from)
-BENCH_DIR = "CLIMSTACK_BENCH_DIR"
 
 
 @dataclass(frozen=True)
@@ -79,13 +77,6 @@ class Comparison:
     stripes: bool = False  # sweeps Lustre's stripe settings where the site has Lustre
     settings: tuple[str, ...] = ()  # a model case's overrides (the local run's: its own)
     sweep: tuple[tuple[int, str], ...] = ()  # its own (count, size) settings, not the site's
-
-
-#: ARCHER2's I/O study: stripe counts 1, 2, 4, 8 at 1 MiB, then sizes up to 4000 MiB at 8
-STUDY_SWEEP = (
-    *((count, "1M") for count in (1, 2, 4, 8)),
-    *((8, size) for size in ("2M", "4M", "8M", "1000M", "2000M", "4000M")),
-)
 
 
 SEEDS = (
@@ -112,7 +103,7 @@ SEEDS = (
             2048,
             ("native", "bind", "hybrid"),
             stripes=True,
-            sweep=STUDY_SWEEP,
+            sweep=stripes.STUDY_SWEEP,
         )  # fmt: skip
         for engine in ("bp4", "bp5", "hdf5")
     ),
@@ -163,58 +154,12 @@ def make_plans(site: sites.Site, out: Path, root: Path, names) -> tuple[dict, di
     return made, failed
 
 
-def stripe_settings(lustre: dict | None, comparison=None) -> list[tuple[int, str]]:
-    """(count, size) of every stripe setting the sweep runs: the comparison's own, else the
-    site's counts x sizes, in order; none without Lustre."""
-    if not lustre:
-        return []
-    if comparison is not None and comparison.sweep:
-        return list(comparison.sweep)
-    return [(c, size) for size in lustre["stripe_sizes"] for c in lustre["stripe_counts"]]
-
-
-def _work_directory(site: sites.Site, comparison, benchmark) -> tuple[list[str], list[str]]:
-    """(comment lines, commands) making the directory the benchmark writes in, for one
-    that needs a subdirectory there (benchio: benchio_files), the job's working directory."""
-    if not benchmark.workdir:
-        return [], []
-    commands = [
-        _bench_dir(comparison),
-        f'mkdir -p "$bench_dir/{benchmark.workdir}"',
-        'cd "$bench_dir"',
-    ]
-    for name, text in benchmark.files:  # what it reads where it starts (adios2.xml)
-        commands += [f"cat > {name} <<'CLIMSTACK_EOF'", *text.splitlines(), "CLIMSTACK_EOF"]
-    lustre = site.lustre
-    if not comparison.stripes:
-        return [], commands
-    if not lustre:
-        return [
-            f"# no Lustre at {site.name} (no lustre: in its bind.yaml): {comparison.name} runs "
-            "without the stripe sweep, on the file system's default layout"
-        ], commands
-    settings = stripe_settings(lustre, comparison)
-    shown = " ".join(f"{c}:{size}" for c, size in settings)
-    comments = [
-        f"# Lustre ({lustre['path']}): before each set of runs, `lfs setstripe -c COUNT -S SIZE "
-        f"{benchmark.workdir}` in {comparison.name}'s directory, {len(settings)} settings "
-        f"(COUNT:SIZE): {shown}; every header says its stripe_count and stripe_size",
-    ]
-    stop = (
-        f'echo "climstack bench: $bench_dir is not on Lustre ({lustre["path"]}): the stripe '
-        f"sweep needs it; submit from a directory there or set {BENCH_DIR} to one "
-        f'(a site without Lustre: no lustre: in its bind.yaml)" >&2; exit 2; }}'
-    )
-    commands.append(f"lfs getstripe -d {benchmark.workdir} >/dev/null 2>&1 || {{ {stop}")
-    return comments, commands
-
-
 def runs(comparison: Comparison, repeats: int, reasons: dict, lustre=None) -> list:
     """The comparison's run matrix at the centre: its modes less those not emitted."""
     modes = [m for m in comparison.modes if m not in reasons]
-    settings = stripe_settings(lustre, comparison) if comparison.stripes else []
-    stripes = {comparison.benchmark: settings} if settings else None
-    return matrix.runs([(comparison.benchmark, modes)], repeats, stripes)
+    settings = stripes.stripe_settings(lustre, comparison) if comparison.stripes else []
+    sweep = {comparison.benchmark: settings} if settings else None
+    return matrix.runs([(comparison.benchmark, modes)], repeats, sweep)
 
 
 TEMPLATE = "job.sh.j2"  # climstack/bench/templates/: a comparison's job script
@@ -229,7 +174,7 @@ def script(
     lustre = site.lustre
     benchmark = next(b for b in runner.LOCAL if b.name == comparison.benchmark)
     component = slurm.Component(comparison.nodes, comparison.ranks, [])
-    comments, setup = _work_directory(site, comparison, benchmark)
+    comments, setup = stripes.work_directory(site, comparison, benchmark)
     if benchmark.case:
         setup = _case_directory(comparison, case_dir)
     planned = runs(comparison, repeats, reasons, lustre)
@@ -310,14 +255,7 @@ def _case_directory(comparison: Comparison, case_dir: Path | None) -> list[str]:
             fix="emit it with jobs.emit, which prepares it",
         )
     case = f"case_dir={shlex.quote(str(case_dir))}"
-    return [case, _bench_dir(comparison), 'mkdir -p "$bench_dir"']
-
-
-def _bench_dir(comparison: Comparison) -> str:
-    """The line setting $bench_dir: the comparison's directory of this job, below
-    $CLIMSTACK_BENCH_DIR (default: the directory the job was submitted from)."""
-    where = f"${{{BENCH_DIR}:-${{SLURM_SUBMIT_DIR:-$PWD}}}}"
-    return f'bench_dir="{where}/{comparison.name}-${{SLURM_JOB_ID:-$$}}"'
+    return [case, stripes.bench_dir(comparison), 'mkdir -p "$bench_dir"']
 
 
 def emit(

@@ -21,6 +21,7 @@ from climstack.bench import (
     report,
     reuse,
     runner,
+    stripes,
 )
 from climstack.bench.local import CCE_ENV, IMAGE, install, local_modes, mode_names, needs_cce
 from climstack.common import progress
@@ -151,11 +152,13 @@ def run_emit(args) -> None:
         print(f"  sbatch {path}")
     lustre = site.lustre
     if lustre:
-        settings = len(jobs.stripe_settings(lustre))
+        settings = len(stripes.stripe_settings(lustre))
+        study = len(stripes.STUDY_SWEEP)
         print(
             f"climstack bench: benchio.sh sweeps {settings} Lustre stripe settings (lustre: in "
-            f"the site's bind.yaml): submit it from a directory on {lustre['path']}, with the "
-            "time its comment line counts (sbatch --time=...)"
+            f"the site's bind.yaml), io-layers-*.sh the I/O study's {study}: submit them from "
+            f"a directory on {lustre['path']}, with the time their comment lines count "
+            "(sbatch --time=...)"
         )
     else:
         print(f"climstack bench: benchio.sh: no Lustre at {args.site}, no stripe sweep")
