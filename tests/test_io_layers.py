@@ -128,6 +128,14 @@ def test_the_fields_tables_put_the_seed_beside_the_median():
     )
     assert by["HDF5"]["seed (GB/s)"] == "3.23"
     assert seeds.blocks([])[:1] == []
+    # a second batch (another job) gets its own tables: runs are never pooled across jobs
+    other = [replace(r, job="4711", value=r.value * 2) for r in netcdf]
+    section = seeds.blocks(netcdf + other)
+    assert [b[1] for b in section if b[0] == "p" and b[1].startswith("Runs:")] == [
+        "Runs: local · unknown · job unknown", "Runs: local · unknown · job 4711"
+    ]  # fmt: skip
+    tables = [b for b in section if b[0] == "table"]
+    assert [dict(zip(t[1], t[2][0]))["ours (MiB/s)"] for t in tables] == ["110", "220"]
     # never run natively, the layers have no row in the headline (its ratios to native)
     assert headline.rows(layers, []) == [] and headline.rows(netcdf, [])
 

@@ -8,7 +8,7 @@ table was found, so they are reference values, never inputs to a verdict."""
 import statistics
 from dataclasses import dataclass
 
-from climstack.bench.records import Record
+from climstack.bench.records import Record, batch_text
 
 SOURCE_NETCDF = (
     "ARCHER2 container guide, NetCDF-Bench write (MiB/s); PrgEnv-gnu and PrgEnv-cray on "
@@ -116,18 +116,30 @@ def layers_table(records: list[Record]) -> tuple[list[str], list[list[str]]] | N
 
 
 def blocks(records: list[Record]) -> list[tuple]:
-    """The report's section of the field's tables (page.py blocks), for those with runs."""
+    """The report's section of the field's tables (page.py blocks), for those with runs:
+    per batch of runs (site, host, job), as the report pairs runs only within one."""
+    batches = {}
+    for r in records:
+        batches.setdefault(r.batch, []).append(r)
     out = []
-    if found := netcdf_table(records):
-        out += [("p", f"NetCDF-Bench write rate. Seed: {SOURCE_NETCDF}."), ("table", *found)]
-    if found := layers_table(records):
-        out += [
-            (
-                "p",
-                f"Write rate per I/O layer (benchio with ADIOS2). Seed: {SOURCE_LAYERS}. "
-                "Ours: this run's ranks and file system; a centre's job at the study's "
-                "stripe setting is compared at that setting.",
-            ),  # fmt: skip
-            ("table", *found),
-        ]
+    for batch, mine in batches.items():
+        tables = []
+        if found := netcdf_table(mine):
+            tables += [
+                ("p", f"NetCDF-Bench write rate. Seed: {SOURCE_NETCDF}."),
+                ("table", *found),
+            ]
+        if found := layers_table(mine):
+            tables += [
+                (
+                    "p",
+                    f"Write rate per I/O layer (benchio with ADIOS2). Seed: {SOURCE_LAYERS}. "
+                    "Ours: this run's ranks and file system; a centre's job at the study's "
+                    "stripe setting is compared at that setting.",
+                ),  # fmt: skip
+                ("table", *found),
+            ]
+        if tables and len(batches) > 1:
+            tables.insert(0, ("p", f"Runs: {batch_text(batch)}"))
+        out += tables
     return [("h2", "The field's tables"), *out] if out else []
