@@ -98,8 +98,10 @@ def place_release(release: GitRelease, need: dict, mirror_dir: Path) -> Path:
 
 
 def _repository(source: GitSource, tmp: Path) -> Path:
-    """A local repository of `source` (its override's directory, or a bare clone in tmp)."""
-    url = _git_url(source.url)
+    """A local repository of `source` (its override's directory, a local mirror git's
+    `url.<base>.insteadOf` names, used in place: a partial clone's missing blobs are left
+    out of the archive, not fetched; or else a bare clone in tmp)."""
+    url = _rewritten(_git_url(source.url))
     if url.startswith("file://"):
         return Path(unquote(url.removeprefix("file://")))
     clone = tmp / source.package
@@ -107,6 +109,13 @@ def _repository(source: GitSource, tmp: Path) -> Path:
     fix = f"set {source.variable} to a reachable git mirror or a local clone"
     process.run(["git", "clone", "--bare", "--quiet", url, clone], what, timeout=1800, fix=fix)
     return clone
+
+
+def _rewritten(url: str) -> str:
+    """`url` after git's own `url.<base>.insteadOf` configuration (no network)."""
+    env = {**os.environ, **git_environ()}
+    what = f"expanding the git URL {url}"
+    return process.run(["git", "ls-remote", "--get-url", url], what, env=env).stdout.strip()
 
 
 def _git(repo: Path, *args: str, what: str) -> str:
