@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from climstack.bench import abi
+from climstack.common import process
 from climstack.pins import PROJECT_ROOT
 
 
@@ -29,4 +30,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(process.script(main))

@@ -11,10 +11,12 @@ Run: `.venv/bin/python benchmarks/bench_modes.py [REPEATS]` (default 5), or
 
 import argparse
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from climstack.bench import headline, records, stats
+from climstack.common import process
 from climstack.pins import PROJECT_ROOT
 
 
@@ -51,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(process.script(main))

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from climstack.bind import plan as plans
+from climstack.common import process
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack_dev import programs as helpers
@@ -117,4 +118,4 @@ def main(repeat: int = 5) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    sys.exit(process.script(main, int(sys.argv[1]) if len(sys.argv) > 1 else 5))

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import yaml
 
+from climstack.common import process
 from climstack.image import base_image
 from climstack.launch import oci_images
 from climstack.launch.runtimes import apptainer
@@ -200,4 +201,4 @@ def images(work: Path, registry: Registry, env: Path, a: Centre) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(process.script(main))

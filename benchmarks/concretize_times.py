@@ -17,6 +17,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from climstack import pins
+from climstack.common import process
 from climstack.spack import DEFAULT
 from climstack.stack import environments, lock_cache
 
@@ -85,4 +87,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(process.script(main))

@@ -23,6 +23,7 @@ from bind_vs_native import run
 from climstack.bind import plan as plans
 from climstack.bind import plugins
 from climstack.check import parity
+from climstack.common import process
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack_dev import programs as helpers
@@ -122,4 +123,4 @@ def main(repeat: int = 5) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 5)
+    sys.exit(process.script(main, int(sys.argv[1]) if len(sys.argv) > 1 else 5))

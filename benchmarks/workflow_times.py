@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 
+from climstack.common import process
 from climstack.pins import PROJECT_ROOT
 
 GOALS = {
@@ -61,4 +62,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(process.script(main))

@@ -1,6 +1,8 @@
-"""Install the pinned Spack and builtin repository into the user-level cache, offline-capably,
-detect this host's compilers and build tools once into a scope of their own, and, where
-the system has no Apptainer, make the one the project provides (climstack.launch.sid_apptainer).
+"""Install the pinned Spack and builtin repository into the user-level cache, offline-capably;
+on the local workstation also detect this host's compilers and build tools once into a
+scope of their own, unpack Debian's develop tree, and, where the system has no Apptainer,
+make the one the project provides (climstack.launch.sid_apptainer). At a centre (bin/setup
+--site NAME, or a Cray PE) nothing more: each step left out is named, with why.
 
 Each clone is made in a temporary directory beside its final place and moved in only after
 its commit (and, for Spack, its reported version) has been checked, so an interrupted or
@@ -20,8 +22,9 @@ from climstack import pins
 from climstack import spack as gateway
 from climstack.common import atomic, cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
+from climstack.inputs.sites import SITES_DIR
 from climstack.launch import sid_apptainer
-from climstack.stack import develop_trees
+from climstack.stack import develop_trees, environments
 
 CLONE_TIMEOUT_S = 900
 
@@ -203,19 +206,99 @@ def find_local_externals() -> None:
         entry.build(fill)
 
 
-def main() -> int:
+def _skipped(step: str, why: str) -> None:
+    print(f"setup: skipped: {step} ({why})", file=sys.stderr)
+
+
+def local_steps() -> None:
+    """The workstation's own steps: its compilers and tools for the local site, Debian's
+    develop tree, and an Apptainer where the system has none."""
+    find_local_externals()
+    develop_trees.ensure_develop_trees()
+    if shutil.which("apptainer"):
+        _skipped("the provided Apptainer", f"the system's is {shutil.which('apptainer')}")
+    else:
+        sid_apptainer.ensure_rootfs()
+
+
+#: the runtimes a centre provides (climstack.launch.runtimes has a plug-in for each)
+CENTRE_RUNTIMES = ("singularity", "apptainer")
+
+
+def site_runtime(site: str | None) -> str | None:
+    """The container runtime a site's bind plans run (site/<site>/bind.yaml `runtime:`)."""
+    if not site:
+        return None
+    bind = SITES_DIR / environments.site_of(environments.resolve(site)) / "bind.yaml"
+    return (yaml.safe_load(bind.read_text()) or {}).get("runtime") if bind.is_file() else None
+
+
+def centre_steps(site: str | None) -> None:
+    """At a centre nothing more is made: say what was left out, and which runtime runs images."""
+    _skipped(
+        "this host's compilers and build tools for the local site",
+        "a centre: the site scope maps its Cray PE",
+    )
+    _skipped(
+        "Debian's NetCDF-Fortran develop tree", "a centre: Spack fetches the upstream sources"
+    )
+    _skipped("the provided Apptainer", "a centre runs its own singularity or apptainer")
+    found = {name: shutil.which(name) for name in CENTRE_RUNTIMES if shutil.which(name)}
+    for name, path in found.items():
+        print(f"setup: container runtime: {name} at {path}", file=sys.stderr)
+    wanted = site_runtime(site)
+    if wanted and wanted not in found:
+        print(
+            f"setup: site {site}'s bind plans run {wanted} (`runtime:` of its bind.yaml), not "
+            f"on the PATH: `module load {wanted}` before running images"
+            + (f", or `climstack bind --runtime {next(iter(found))}`" if found else ""),
+            file=sys.stderr,
+        )
+    elif not found:
+        print(
+            f"setup: no {' or '.join(CENTRE_RUNTIMES)} on the PATH: images need one "
+            "(`module load singularity` or `module load apptainer`); native builds do not",
+            file=sys.stderr,
+        )
+    environment = f"environments/{site}" if site else "environments/<site>"
+    print(
+        f"setup: next: source share/activate.sh && spack env activate -d {environment} "
+        "&& spack install",
+        file=sys.stderr,
+    )
+
+
+def where(argv: list[str]) -> tuple[str, str | None]:
+    """bin/setup's decision, `--at local|centre [--site NAME]`: (where, the site named)."""
+    options: dict[str, str | None] = {"--at": "local", "--site": None}
+    given = iter(argv)
+    for option in given:
+        if option not in options:
+            raise ClimstackError(f"unknown argument {option!r}", fix="run bin/setup [--site NAME]")
+        options[option] = next(given, None)
+    if options["--at"] not in ("local", "centre"):
+        raise ClimstackError(f"--at {options['--at']}: not local or centre", fix="run bin/setup")
+    return options["--at"], options["--site"]
+
+
+def main(argv=None) -> int:
     try:
-        spack_root = ensure_clone(pins.SPACK)
-        ensure_clone(pins.SPACK_PACKAGES)
-        configure_spack(spack_root)
-        byte_compile(pins.PROJECT_ROOT / "climstack")
-        find_local_externals()
-        develop_trees.ensure_develop_trees()
-        if not shutil.which("apptainer"):  # ARCHER2 and Gaea have their own
-            sid_apptainer.ensure_rootfs()
+        at, site = where(sys.argv[1:] if argv is None else argv)
+        with process.interruptible():
+            spack_root = ensure_clone(pins.SPACK)
+            ensure_clone(pins.SPACK_PACKAGES)
+            configure_spack(spack_root)
+            byte_compile(pins.PROJECT_ROOT / "climstack")
+            if at == "local":
+                local_steps()
+            else:
+                centre_steps(site)
     except ClimstackError as err:
         print(f"setup: error: {err}", file=sys.stderr)
         return 2
+    except process.Interrupted as stop:
+        print(f"setup: {stop}; rerun bin/setup to resume", file=sys.stderr)
+        return stop.exit_code
     print(f"setup: Spack {pins.SPACK_VERSION} at {spack_root}", file=sys.stderr)
     print(
         f"setup: builtin packages {pins.SPACK_PACKAGES.tag} at {pins.builtin_repo_root()}",

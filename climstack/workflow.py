@@ -3,18 +3,27 @@ it is on and what is left, and ending with each step's wall and CPU seconds: the
 of a step is its processes' user + system time (os.wait4's rusage, descendants included),
 so a figure from one machine can be judged on another whatever its cores.
 
+SIGTERM or SIGINT (a job's time limit, `timeout`, Ctrl-C) stops the step's commands, each
+of which stops its own (climstack.common.process.interruptible), within seconds; a rerun
+finds what was finished. One `make local` at a time per cache: a second one is refused,
+naming the first.
+
 Standard library only: it runs before bin/setup has made the .venv.
 
     python3 -m climstack.workflow local
 """
 
+import fcntl
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from climstack import pins
 from climstack.common import process
+from climstack.errors import ClimstackError
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIMSTACK = str(ROOT / "bin" / "climstack")
@@ -41,7 +50,7 @@ LOCAL = (
     Step("setup", (("bin/setup",),)),
     Step("concretize every environment", ((CLIMSTACK, "concretize"),)),
     Step("emit the container recipes", ((CLIMSTACK, "containerize"),)),
-    Step("local smoke slice", ((CLIMSTACK, "smoke", "local"),)),
+    Step("local smoke slice", ((CLIMSTACK, "dev", "smoke", "local"),)),
     Step(
         "stack builds: ARCHER2 image | native | native CCE stand-in",
         (
@@ -50,8 +59,8 @@ LOCAL = (
             (CLIMSTACK, "install", "local-cce"),
         ),
     ),
-    Step("SIF and container smoke", ((CLIMSTACK, "container-smoke", "container-archer2"),)),
-    Step("OCI registry smoke", ((CLIMSTACK, "registry-smoke", "local"),)),
+    Step("SIF and container smoke", ((CLIMSTACK, "dev", "container-smoke", "container-archer2"),)),
+    Step("OCI registry smoke", ((CLIMSTACK, "dev", "registry-smoke", "local"),)),
     Step("benchmarks", ((CLIMSTACK, "bench", "local", "--reuse"),)),
     # the MPI-5 standard ABI image (C only) on MPICH 5, Intel MPI and Open MPI 6, small slice
     Step("MPI-5 ABI image on three host MPIs", ((CLIMSTACK, "bench", "abi"),)),
@@ -83,7 +92,12 @@ def run(steps, environ: dict | None = None) -> list[Timing]:
     for number, step in enumerate(steps, 1):
         left = ", ".join(s.name for s in steps[number:]) or "nothing"
         _say(f"==> step {number} of {len(steps)}: {step.name} (then: {left})")
-        timing, status = run_step(step, environ)
+        try:
+            timing, status = run_step(step, environ)
+        except process.Interrupted:
+            if timings:  # the steps finished, which a rerun reuses
+                _say(table(timings))
+            raise
         timings.append(timing)
         _say(f"==> step {number} of {len(steps)}: {step.name}: {timing.wall:.0f} s")
         if status:
@@ -103,12 +117,47 @@ def table(timings: list[Timing]) -> str:
     return "\n".join(lines)
 
 
+@contextmanager
+def only_run(name: str):
+    """Hold the cache's lock of workflow `name` for the block, or refuse (ClimstackError)
+    naming the run that holds it: two runs at once would build into one cache."""
+    lock = pins.cache_dir() / f".{name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another run (starting)"
+            raise ClimstackError(
+                f"`make {name}` is already running on the cache {pins.cache_dir()}: {holder} "
+                f"(it holds {lock})",
+                fix="wait for it to end, or stop it (kill PID: it stops its commands), then "
+                "rerun; another run at once needs another cache (CLIMSTACK_CACHE=DIR)",
+            ) from None
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}, {ROOT}, since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            handle.truncate(0)
+
+
 def main(argv=None) -> int:
     names = sys.argv[1:] if argv is None else argv
     if len(names) != 1 or names[0] not in WORKFLOWS:
         _say(f"usage: python3 -m climstack.workflow {{{','.join(WORKFLOWS)}}}")
         return 2
-    print(table(run(WORKFLOWS[names[0]])), flush=True)
+    try:
+        with only_run(names[0]), process.interruptible():
+            print(table(run(WORKFLOWS[names[0]])), flush=True)
+    except ClimstackError as err:
+        _say(f"make {names[0]}: error: {err}")
+        return err.exit_code
+    except process.Interrupted as stop:
+        _say(f"make {names[0]}: {stop}; its steps' commands are stopped; rerun it to resume")
+        return stop.exit_code
     return 0
 
 

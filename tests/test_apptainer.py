@@ -291,7 +291,7 @@ def test_container_smoke_loads_the_hosts_mpi_under_each_runtime(runtime, built_s
     """`make local`'s last step: the image directory under Charliecloud, its SIF under
     Apptainer, each on 2 ranks launched from the host, bind mode."""
     _, image_dir = built_sif
-    proc = climstack("container-smoke", "--runtime", runtime, "--image", image_dir)
+    proc = climstack("dev", "container-smoke", "--runtime", runtime, "--image", image_dir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"{runtime:>12}: MPICH Version:\t4.0.2; pingpong" in proc.stdout
 

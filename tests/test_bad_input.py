@@ -25,7 +25,8 @@ def refused(*args, wrong=(), fix=(), env=None) -> str:
     proc = climstack(*args, env=env)
     message = proc.stderr.strip()
     assert proc.returncode == 2, (proc.returncode, proc.stdout, message)
-    assert message.startswith(f"climstack {args[0]}: error: "), message
+    command = " ".join(map(str, args[:2])) if args[0] == "dev" else args[0]  # dev smoke
+    assert message.startswith(f"climstack {command}: error: "), message
     assert "Traceback" not in message and "\n  fix: " in message, message
     what, advice = message.split("\n  fix: ", 1)
     assert advice.strip(), message
@@ -50,11 +51,11 @@ STACK = f"  include:\n  - {PROJECT_ROOT}/environments/stack.yaml\n"
 
 
 @pytest.mark.parametrize(
-    "command", ["concretize", "smoke", "install", "check-mpi", "containerize"]
+    "command", ["concretize", "dev smoke", "install", "check-mpi", "containerize"]
 )
 def test_unknown_environment_names_the_real_ones(command):
     refused(
-        command,
+        *command.split(),
         "nosuch",
         wrong=["no environment 'nosuch'"],
         fix=["archer2, frontier, gaea-c5, gaea-c6, local, local-cce, setonix"],
@@ -79,19 +80,19 @@ def test_concretize_names_an_unknown_site(tmp_path):
 
 
 def test_smoke_refuses_zero_ranks_and_a_bad_environment(tmp_path):
-    refused("smoke", "--ranks", "0", wrong=["--ranks 0"], fix=["--ranks 2"])
+    refused("dev", "smoke", "--ranks", "0", wrong=["--ranks 0"], fix=["--ranks 2"])
     env = env_dir(tmp_path, STACK + "  specs: [zlib]\n")
-    refused("smoke", env, wrong=["exactly one site"], fix=["../../site/"])
+    refused("dev", "smoke", env, wrong=["exactly one site"], fix=["../../site/"])
     refused("install", env, wrong=["exactly one site"], fix=["../../site/"])
 
 
 # --- containerize, check-mpi, image ------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["containerize", "check-mpi", "image", "container-smoke"])
+@pytest.mark.parametrize("command", ["containerize", "check-mpi", "image", "dev container-smoke"])
 def test_a_site_environment_is_no_container(command):
     refused(
-        command,
+        *command.split(),
         "local",
         wrong=["environments/local/spack.yaml has no `container:` section"],
         fix=["containers/archer2/spack.yaml"],
@@ -99,7 +100,13 @@ def test_a_site_environment_is_no_container(command):
 
 
 def test_container_smoke_refuses_a_single_rank():
-    refused("container-smoke", "--ranks", "1", wrong=["--ranks 1"], fix=["--ranks 2"])
+    refused("dev", "container-smoke", "--ranks", "1", wrong=["--ranks 1"], fix=["--ranks 2"])
+
+
+def test_a_check_by_its_old_name_names_its_new_one():
+    """The project's own checks moved under `climstack dev` (climstack --help lists the
+    user's commands first): the old name says where."""
+    refused("smoke", "local", wrong=["one of the project's own checks"], fix=["dev smoke local"])
 
 
 def test_check_mpi_names_an_unknown_target_site(tmp_path):

@@ -1,12 +1,22 @@
 """The documentation: README.md stays short and its links resolve; the mkdocs site of docs/
 builds with --strict (every link and anchor resolves, no page outside the nav), into a
-temporary directory, never the checkout."""
+temporary directory, never the checkout; docs/index.md lists every page; the quickstart's
+steps are make local's (workflow.LOCAL); every command line of the pages a new user follows
+is one `climstack` and `bin/setup` accept."""
 
+import contextlib
+import io
+import itertools
 import re
+import shlex
 import subprocess
 
+import pytest
 import yaml
 from conftest import PROJECT_ROOT
+
+from climstack import workflow
+from climstack.__main__ import parser
 
 MKDOCS = PROJECT_ROOT / ".venv" / "bin" / "mkdocs"
 README = PROJECT_ROOT / "README.md"
@@ -61,3 +71,64 @@ def test_readme_relative_links_resolve():
     assert relative, "README.md links into docs/"
     missing = [t for t in relative if not (PROJECT_ROOT / t.split("#")[0]).exists()]
     assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_the_index_lists_every_page():
+    index = DOCS / "index.md"
+    listed = {a or b for a, b in LINK.findall(index.read_text())}
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md") if p != index}
+    assert not pages - listed, f"docs/index.md does not list {sorted(pages - listed)}"
+
+
+def console_blocks(page, mark: str | None = None) -> list[str]:
+    """The console blocks of a page (those after `<!-- tested: MARK -->` only, if given)."""
+    before = rf"<!-- tested: {re.escape(mark)} -->\n" if mark else ""
+    return re.findall(rf"{before}```console\n(.*?)```", page.read_text(), re.DOTALL)
+
+
+def test_the_quickstart_lists_make_locals_steps():
+    (block,) = console_blocks(DOCS / "quickstart.md", "make local")
+
+    def shown(command) -> str:
+        return shlex.join(command).replace(workflow.CLIMSTACK, "bin/climstack")
+
+    steps = [
+        " & ".join(map(shown, step.commands)) + ("; wait" if len(step.commands) > 1 else "")
+        for step in workflow.LOCAL
+    ]
+    assert block.splitlines() == steps
+
+
+def command_lines(block: str) -> list[list[str]]:
+    """Each simple command of a console block (continuations joined, comments dropped,
+    split at line ends, `;`, `&&`, `&`, `|`) as its words."""
+    lines = block.replace("\\\n", " ").replace("\n", "\n;")
+    lexer = shlex.shlex(lines, posix=True, punctuation_chars=";&|")
+    lexer.whitespace_split, lexer.commenters = True, "#"
+    commands, words = [], []
+    for token in lexer:
+        if token in (";", "&&", "&", "|", "||"):
+            commands.append(words)
+            words = []
+        else:
+            words.append(token)
+    assigning = re.compile(r"[A-Za-z_]\w*=")  # VARIABLE=value before the command
+    commands = [list(itertools.dropwhile(assigning.match, words)) for words in commands + [words]]
+    return [words for words in commands if words]
+
+
+@pytest.mark.parametrize("page", ["centre.md", "quickstart.md"])
+def test_every_command_line_of_a_newcomers_page_is_accepted(page):
+    checked = 0
+    for block in console_blocks(DOCS / page):
+        for words in command_lines(block):
+            if words[0] == "bin/climstack":
+                errors = io.StringIO()
+                with contextlib.redirect_stderr(errors), contextlib.suppress(SystemExit):
+                    checked += bool(parser().parse_args(words[1:]))
+                assert not errors.getvalue(), f"{page}: {shlex.join(words)}\n{errors.getvalue()}"
+            elif words[0] == "bin/setup":
+                site = words[2] if words[1:2] == ["--site"] else "local"
+                assert len(words) in (1, 3) and (PROJECT_ROOT / "environments" / site).is_dir()
+                checked += 1
+    assert checked >= 5, f"{page}: only {checked} command lines found"

@@ -1,5 +1,5 @@
 """The registry leg of `make local`: a loopback OCI registry (climstack.stack.registry)
-receives our Debian 12 base and the environment's probes (installed by `climstack smoke`)
+receives our Debian 12 base and the environment's probes (installed by `climstack dev smoke`)
 as runnable images
 (`buildcache push --base-image`), signed when this Spack has a signing key; the registry is
 listed, and mpi-probe's image is pulled with ch-image and run on 2 ranks in bind mode. The
@@ -23,7 +23,7 @@ def run(environment: str = "local", runtime: str = "charliecloud") -> None:
         url = registry.url(f"climstack/{environment}")
         unsigned = not signing.gpg_fingerprints()
         before = registry.stored_blobs()
-        probes = tuple(environments.definition("probes"))  # what `climstack smoke` installs
+        probes = tuple(environments.definition("probes"))  # what `climstack dev smoke` installs
         oci_cache.push(env_dir, url, unsigned=unsigned, base_image=base, specs=probes)
         moved = {d: n for d, n in registry.stored_blobs().items() if d not in before}
         print(f"pushed {len(moved)} new blobs, {sum(moved.values()) / 1e6:.1f} MB", end="")

@@ -1,4 +1,4 @@
-"""`climstack base-image`: push our Debian 12 base as an OCI image to a registry, the base
+"""`climstack dev base-image`: push our Debian 12 base as an OCI image to a registry, the base
 `climstack buildcache push --base-image` builds runnable images on (climstack.image.base_image)."""
 
 from climstack.image.base_image import push

@@ -70,7 +70,7 @@ def register(commands) -> None:
     push_cmd.add_argument(
         "--base-image",
         help="OCI only: make each spec a runnable image on this base "
-        "(e.g. HOST/climstack/debian:12, see `climstack base-image`)",
+        "(e.g. HOST/climstack/debian:12, see `climstack dev base-image`)",
     )
     push_cmd.set_defaults(run=run_push)
 

@@ -1,4 +1,4 @@
-"""`climstack container-smoke`: mpi-probe on 2 ranks in the image under each runtime, the
+"""`climstack dev container-smoke`: mpi-probe on 2 ranks in the image under each runtime, the
 host MPI bound in (climstack.check.container_smoke)."""
 
 from pathlib import Path

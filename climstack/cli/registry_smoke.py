@@ -1,4 +1,4 @@
-"""`climstack registry-smoke`: the registry leg of `make local`
+"""`climstack dev registry-smoke`: the registry leg of `make local`
 (climstack.check.registry_smoke)."""
 
 from climstack.check import container_smoke

@@ -1,4 +1,4 @@
-"""`climstack smoke`: install the stack's probes natively and run them on 2 ranks
+"""`climstack dev smoke`: install the stack's probes natively and run them on 2 ranks
 (climstack.check.smoke)."""
 
 from climstack.check.smoke import install, run_probe

@@ -1,0 +1,44 @@
+"""`climstack --help`: the user's commands first, grouped by what they are for (build,
+containers, run at a centre, benchmarks, share), every command in one group; the project's
+own checks under `climstack dev`, where make local's steps call them."""
+
+import argparse
+
+from climstack import workflow
+from climstack.__main__ import DEV_MODULES, GROUPS, main, parser
+
+TITLES = [title for title, _ in GROUPS] + ["the project's own checks"]
+CHECKS = ["smoke", "container-smoke", "registry-smoke", "base-image"]
+
+
+def subcommands(command: argparse.ArgumentParser) -> dict:
+    return next(a for a in command._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_help_groups_the_users_commands_first_and_the_checks_last(capsys):
+    top = parser()
+    assert [title for title, _ in top.sections] == TITLES
+    grouped = [name for _, names in top.sections for name in names]
+    assert sorted(grouped) == sorted(subcommands(top)) and len(grouped) == len(set(grouped))
+    assert top.sections[-1][1] == ["dev"] and not set(CHECKS) & set(grouped)
+    text = top.format_help()
+    at = [text.index(f"\n{title}:\n") for title in TITLES]
+    assert at == sorted(at), text
+    assert text.index("  bind ") > text.index("\nrun at a centre:\n") > text.index("  sif ")
+
+
+def test_the_checks_are_climstack_dev(capsys):
+    dev = subcommands(parser())["dev"]
+    assert list(subcommands(dev)) == CHECKS and len(DEV_MODULES) == len(CHECKS)
+    assert dev.format_help().split("\nchecks:\n")[1].split()[0] == "smoke"
+    assert main(["smoke", "local"]) == 2  # by its old name: where it went
+    assert "fix: climstack dev smoke local" in capsys.readouterr().err
+
+
+def test_make_locals_steps_are_commands_climstack_accepts():
+    top = parser()
+    for step in workflow.LOCAL:
+        for command in step.commands:
+            if command[0] == workflow.CLIMSTACK:
+                args = top.parse_args(list(command[1:]))
+                assert args.run, command
