@@ -3,14 +3,16 @@ build, host MPI, harness and arguments are those of now is printed instead of me
 anything of them changed measures again."""
 
 import argparse
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from climstack import pins
-from climstack.bench import reuse
+from climstack.bench import cases, reuse
 from climstack.image import image
+from climstack.inputs import sites
 
 
 def arguments(image_dir: Path, **changed) -> argparse.Namespace:
@@ -38,6 +40,24 @@ def test_the_key_follows_everything_measured(inputs):
     second = reuse.key(arguments(image_dir), env_dir, "container-archer2")
     image.inputs_stamp(image_dir).write_text("image inputs 2\n")  # the image changed
     assert len({first, second, reuse.key(arguments(image_dir), env_dir, "x")}) == 3
+
+
+def test_the_key_follows_the_models_case_and_the_sites_bind_yaml(inputs, tmp_path, monkeypatch):
+    """A changed case (MOM6's MOM_override) or bind.yaml (the plans every container mode
+    runs on) reused the earlier report: neither was in the key. Copies of both, changed."""
+    image_dir, env_dir = inputs
+    shutil.copytree(sites.SITES_DIR, tmp_path / "site")
+    shutil.copytree(cases.CASES, tmp_path / "cases")
+    monkeypatch.setattr(sites, "SITES_DIR", tmp_path / "site")
+    monkeypatch.setattr(cases, "CASES", tmp_path / "cases")
+    first = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    override = tmp_path / "cases" / "mom6-benchmark" / "MOM_override"
+    override.write_text(override.read_text() + "#override DT = 1800.0\n")
+    second = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    bind = tmp_path / "site" / "local" / "bind.yaml"
+    bind.write_text(bind.read_text() + "# a changed plan\n")
+    third = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    assert len({first, second, third}) == 3
 
 
 def test_only_a_finished_report_of_the_same_key_is_reused(tmp_path, monkeypatch):

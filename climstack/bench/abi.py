@@ -5,7 +5,8 @@ and of image/native rotates between repeats. Each cell of the matrix (host MPI x
 benchmark) is the geometric mean over repeats of the image/native time ratio (a rate's
 inverse), averaged over message sizes in each repeat, with its interval (bench.stats).
 NetCDF-Bench runs in the image on every host; the files they write are compared variable
-by variable (bench.bitwise): the same data whichever MPI wrote them.
+by variable (bench.bitwise): the same data whichever MPI wrote them (one host: not
+compared). A program that fails, prints no results or writes no file is a ToolFailure.
 """
 
 import dataclasses
@@ -18,7 +19,7 @@ from climstack.bench import bitwise, formats, stats
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
 from climstack.common import atomic, process, progress
-from climstack.errors import ClimstackError
+from climstack.errors import ClimstackError, ToolFailure
 from climstack.inputs import sites
 from climstack.launch import abi_hosts, launch, launchers, runtimes
 from climstack.stack import bench_sources
@@ -64,8 +65,13 @@ def osu_tree(tarball: Path, work: Path) -> Path:
     """OSU's sources, unpacked from the source mirror's tarball (the image's own)."""
     with tarfile.open(tarball) as archive:
         archive.extractall(work, filter="data")
-    (top,) = [p for p in work.iterdir() if (p / "c" / "util").is_dir()]
-    return top
+    found = [p for p in work.iterdir() if (p / "c" / "util").is_dir()]
+    if len(found) != 1:
+        raise ToolFailure(
+            f"{tarball} unpacked into {work} holds {len(found)} OSU source trees (c/util/)",
+            fix="empty the directory, or rebuild the image to fill the source mirror again",
+        )
+    return found[0]
 
 
 def native_programs(host: abi_hosts.Host, tree: Path, out: Path, names) -> dict[str, Path]:
@@ -116,16 +122,16 @@ def in_image(plan, host, image: Path, argv, cwd: Path | None = None, timeout=600
 def checked_probe(plan, host, image: Path) -> str:
     """The probe's output on the host, verified first (as `bench local` does), and refused
     unless the host's library answered: a run on the image's own MPI would compare nothing."""
-    report = verify.check(PROBE, plan, image)
+    report = verify.check(PROBE, plan, image, runtime_image=image)
     if not report.ok:
-        raise ClimstackError(
+        raise ToolFailure(
             f"verify refuses {PROBE} on {host.title}: {'; '.join(report.problems)}",
             fix="see `climstack verify` (docs/mpi-abi.md)",
         )
     output = in_image(plan, host, image, [PROBE])
     loaded = _probe_value(output, "loaded")
     if loaded != f"{plans.LINKS_DIR}/libmpi_abi.so.1":
-        raise ClimstackError(
+        raise ToolFailure(
             f"{PROBE} on {host.title} loaded {loaded or 'no MPI'}, not the host's library "
             f"bound at {plans.LINKS_DIR}:\n{output}",
             fix="check the plan's LD_LIBRARY_PATH and the image's RUNPATH (climstack verify)",
@@ -144,7 +150,9 @@ def _by_size(output: str, name: str) -> tuple[dict, bool]:
     lines = list(enumerate(output.splitlines(), 1))
     found = list(formats.osu(lines, lambda n, why: None, name))
     if not found:
-        raise ClimstackError(f"{name} printed no results:\n{output[-2000:]}")
+        raise ToolFailure(
+            f"{name} printed no results:\n{output[-2000:]}", fix="run it by hand on that host"
+        )
     return {m.bytes: m.value for m in found}, found[0].unit.endswith("/s")
 
 
@@ -195,6 +203,11 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
         with progress.step(f"NetCDF-Bench in the image on {host.title}"):
             in_image(planned[name], host, image, [f"{VIEW}/bin/benchtool", *NETCDF_ARGS], run_dir)
         written[name] = run_dir / "bench.nc"
+        if not written[name].is_file():
+            raise ToolFailure(
+                f"NetCDF-Bench in {image} on {host.title} wrote no {written[name]}",
+                fix="run it by hand there (benchtool -f=bench.nc)",
+            )
     results = {
         "image": str(image),
         "repeats": repeats,
@@ -222,7 +235,8 @@ def _probe_value(output: str, key: str) -> str:
 
 def same_data(files: dict[str, Path]) -> dict:
     """Each host's NetCDF-Bench file against the first host's: the variables compared and
-    the differences (none: the same data), and whether the bytes are identical too."""
+    the differences (none: the same data), and whether the bytes are identical too; {} for
+    one host (nothing compared)."""
     (first, reference), *rest = files.items()
     report = {}
     for name, path in rest:
@@ -230,12 +244,14 @@ def same_data(files: dict[str, Path]) -> dict:
         bitwise.compare_netcdf(reference, path, "bench.nc", comparison)
         a, b = reference.read_bytes(), path.read_bytes()
         places = [i for i, (x, y) in enumerate(zip(a, b)) if x != y]
+        tail = range(min(len(a), len(b)), max(len(a), len(b)))  # bytes of one file only
+        ends = [*places[:1], *places[-1:], *tail[:1], *tail[-1:]]
         report[f"{first} vs {name}"] = {
             "variables": len(comparison.compared),
             "differences": [str(d) for d in comparison.differences],
             "bytes_identical": a == b,
             # where the bytes differ (the files' own bookkeeping, when the data are the same)
-            "differing_bytes": len(places) + abs(len(a) - len(b)),
-            "differing_range": [places[0], places[-1]] if places else [],
+            "differing_bytes": len(places) + len(tail),
+            "differing_range": [min(ends), max(ends)] if ends else [],
         }
     return report

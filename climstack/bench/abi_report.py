@@ -11,7 +11,7 @@ from climstack.bench.abi import PROBE
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
 from climstack.common import wheels
-from climstack.errors import ClimstackError
+from climstack.errors import NEGATIVE, OK, ClimstackError
 from climstack.inputs import sites
 from climstack.launch import abi_hosts
 
@@ -48,12 +48,11 @@ def matrix_table(results: dict) -> str:
     ]
     lines.append("| mpi-probe in the image | " + " | ".join(probe) + " |")
     netcdf = results["netcdf"]
-    same = all(not v["differences"] for v in netcdf.values())
     lines.append(
         "\nImage/native time ratio (a rate's inverse), geometric mean over message sizes and "
         f"repeats, {stats.METHOD}. NetCDF-Bench in the image on every host: "
-        + ("the same data" if same else "DIFFERENT data")
-        + " ("
+        + data_verdict(netcdf)
+        + (" (" if netcdf else "")
         + "; ".join(
             f"{k}: {v['variables']} variables, "
             + (
@@ -64,9 +63,21 @@ def matrix_table(results: dict) -> str:
             )
             for k, v in netcdf.items()
         )
-        + ")."
+        + (")." if netcdf else ".")
     )
     return "\n".join(lines)
+
+
+def data_verdict(netcdf: dict) -> str:
+    """What NetCDF-Bench's files say across the hosts (abi.same_data's comparisons)."""
+    if not netcdf:
+        return "not compared (one host: nothing to compare its file with)"
+    return "the same data" if status(netcdf) == OK else "DIFFERENT data"
+
+
+def status(netcdf: dict) -> int:
+    """The comparison's exit status: 1 when NetCDF-Bench's data differ between hosts."""
+    return NEGATIVE if any(v["differences"] for v in netcdf.values()) else OK
 
 
 #: hosts verify is asked about without running anything: MPICH-ABI only (no libmpi_abi)

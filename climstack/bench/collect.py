@@ -5,11 +5,13 @@ stripe setting (benchio's sweep) says `stripe_count=4 stripe_size=1M`: its opera
 named with it (`MPI-IO (lfs -c 4 -S 1M)`), so the report compares the modes per setting.
 
 Two runs that would share (batch, benchmark, mode, repeat) are not merged: the later one is
-left out, named with the fix. A file without a header line is a single run whose context
-comes from its sidecar `FILE.yaml` (`mode: native`, and any other header key) or from
-`--label FILE=MODE`; a header line wins over both, a label over the sidecar. What cannot be
-read (an unknown format, no mode, a garbled line) is left out with a Problem naming the
-file, the line and the fix."""
+left out, named with the fix, whether in two files or in one (a requeued Slurm job appends
+its second attempt to its .out). A value that is no positive finite number (0, nan, inf)
+is left out the same way (climstack.bench.parsing). A file without a header line is a
+single run whose context comes from its sidecar `FILE.yaml` (`mode: native`, and any other
+header key) or from `--label FILE=MODE`; a header line wins over both, a label over the
+sidecar. What cannot be read (an unknown format, no mode, a garbled line) is left out with
+a Problem naming the file, the line and the fix."""
 
 import re
 from collections import Counter, defaultdict
@@ -130,7 +132,8 @@ def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> 
     model = run.get("benchmark") if formats.format_of(run.get("benchmark", "")) == name else None
 
     def warn(line: int, message: str):
-        fix = "restore the line as the program printed it, or delete it"
+        fix = "restore the line as the program printed it (a value the run could not measure: "
+        fix += "run it again), or delete the line"
         problems.append(Problem(str(path), line, message + "; left out", fix))
 
     found = list(formats.FORMATS[name].parse(body, warn, _operation(path, run)))
@@ -159,18 +162,20 @@ def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> 
             job=run["job"],
             start=run.get("start", ""),
             order=int(run.get("order") or 0),
+            resolution=m.resolution,
         )
         for m in found
     ]
 
 
 def read_file(
-    path: Path, label: str | None = None, repeats: Counter | None = None
+    path: Path, label: str | None = None, repeats: Counter | None = None, first=None
 ) -> tuple[list[Record], list[Failure], list[Problem]]:
     """One output file's records, failed runs and problems; `label`: its mode if no header
-    line says one."""
+    line says one; `first`: where each measurement was read first (`_apart`), across files."""
     records, failures, problems = [], [], []
     repeats = Counter() if repeats is None else repeats
+    first = {} if first is None else first
     try:
         text = path.read_text(errors="replace")
         given = {**sidecar(path), **({"mode": label} if label else {})}
@@ -193,9 +198,12 @@ def read_file(
             )
             continue
         try:
-            records += _read_run(path, {**DEFAULTS, **given, **context}, body, problems, repeats)
+            found = _read_run(path, {**DEFAULTS, **given, **context}, body, problems, repeats)
         except LeftOut as why:
             problems.append(Problem(str(path), why.line, why.message, why.fix))
+            continue
+        at = body[0][0] - bool(context) if body else 1  # its header line, or its first
+        records += _apart(found, (str(path), at), first, problems)
     return records, failures, problems
 
 
@@ -252,34 +260,41 @@ def read_paths(
             )
     records, failures, problems, repeats, first = [], [], [], Counter(), {}
     for path in files:
-        found = read_file(path, _label_of(path, labels), repeats)
-        records += _apart(found[0], path, first, problems)
+        found = read_file(path, _label_of(path, labels), repeats, first)
+        records += found[0]
         failures += found[1]
         problems += found[2]
     return fill_ranks(records), failures, problems
 
 
-def _apart(records: list[Record], path: Path, first: dict, problems: list) -> list[Record]:
-    """`records` less those that would collide with a run read before (same batch,
-    benchmark, mode, repeat and measurement), each collision named once per file pair."""
+def _apart(records: list[Record], where: tuple, first: dict, problems: list) -> list[Record]:
+    """One run's `records` (at `where`: its file and line) less those that would collide
+    with a run read before, in another file or earlier in this one (same batch, benchmark,
+    mode, repeat and measurement), each collision named once per pair of runs."""
     kept, clashes = [], Counter()
     for r in records:
         key = (r.batch, r.benchmark, r.operation, r.bytes, r.ranks, r.metric, r.mode, r.repeat)
-        if first.setdefault(key, path) == path:
+        if first.setdefault(key, where) == where:
             kept.append(r)
         else:
             clashes[(first[key], r.mode, r.repeat, r.batch)] += 1
-    for (other, mode, repeat, batch), clashed in clashes.items():
-        problems.append(
-            Problem(
-                str(path),
-                1,
-                f"{clashed} result(s) of {mode} repeat {repeat} collide with {other}'s (same "
-                f"site, host and job: {', '.join(batch)}); left out, not merged",
-                fix="give each job's outputs their own job= (header line) or `job:` (sidecar "
-                "FILE.yaml), or report them apart",
+    for ((other, line), mode, repeat, batch), clashed in clashes.items():
+        same = f"site, host and job: {', '.join(batch)}"
+        if other == where[0]:
+            message = (
+                f"{clashed} result(s) of {mode} repeat {repeat} repeat the run at line {line} "
+                f"of this file ({same}): two attempts of one run (a requeued Slurm job "
+                "appends to its .out); left out, not merged"
             )
-        )
+            fix = "keep one attempt: delete the other's lines, from its header line on"
+        else:
+            message = (
+                f"{clashed} result(s) of {mode} repeat {repeat} collide with {other}'s ({same})"
+                "; left out, not merged"
+            )
+            fix = "give each job's outputs their own job= (header line) or `job:` (sidecar "
+            fix += "FILE.yaml), or report them apart"
+        problems.append(Problem(where[0], where[1], message, fix))
     return kept
 
 

@@ -24,6 +24,7 @@ from climstack.bench.parsing import (  # noqa: F401 (Measurement: the parsers' r
     Lines,
     Measurement,
     Parser,
+    Printed,
     Warn,
     _is_number,
     _lines,
@@ -109,13 +110,14 @@ def mpibench(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[M
         if "Bytes:" in text:
             operation, size, value, ranks = _match(MPIBENCH_ROW, text, "an mpiBench result")
             yield Measurement(
-                number, operation, int(size), "latency", float(value), "us", int(ranks)
+                number, operation, int(size), "latency", Printed(value), "us", int(ranks)
             )
 
     return _lines(lines, warn, read)
 
 
-# --- IMB: "# Benchmarking PingPong", "# #processes = 2", "#bytes #repetitions t[usec] ..."
+# --- IMB: "# Benchmarking PingPong", "# #processes = 2", "#bytes #repetitions t[usec] ...";
+# the bandwidth of 0 bytes (always 0.00) is none
 IMB_COLUMNS = re.compile(r"^\s*#bytes\s+#repetitions")
 
 
@@ -135,7 +137,7 @@ def imb(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measur
             time = row.get("t[usec]", row.get("t_avg[usec]"))
             if time is not None:
                 yield Measurement(number, operation, size, "latency", time, "us", table["ranks"])
-            if "Mbytes/sec" in row:
+            if "Mbytes/sec" in row and size > 0:
                 yield Measurement(number, operation, size, "bandwidth", row["Mbytes/sec"], "MB/s")
 
     return _lines(lines, warn, read)
@@ -143,7 +145,8 @@ def imb(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measur
 
 # --- a model's FMS clock table (MOM6, SIS2, ...): "Tabulating mpp_clock statistics across
 # 128 PEs...", the column line "hits tmin tmax tavg tstd tfrac grain pemin pemax", then one
-# row per clock, "Total runtime   1   138.600364 ...": its tavg (seconds) is the measurement
+# row per clock, "Total runtime   1   138.600364 ...": its tavg (seconds) is the measurement;
+# a clock at 0 s (never entered, or under the table's microsecond) measured nothing
 FMS_TABULATING = re.compile(r"Tabulating mpp_clock statistics across\s+(\d+)\s+PEs")
 FMS_COLUMNS = re.compile(r"^\s+(?:(?:hits|calls)\s+)?tmin\s+tmax\s+tavg\s+tstd")
 
@@ -163,8 +166,10 @@ def fms_clocks(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator
             if len(fields) <= width or not all(map(_is_number, values)):
                 table["columns"] = None  # the table ends (e.g. " MPP_STACK high water mark")
                 return
-            row = dict(zip(table["columns"], map(float, values)))
+            row = dict(zip(table["columns"], map(Printed, values)))
             name = " ".join(fields[:-width])
+            if row["tavg"] == 0:
+                return
             yield Measurement(number, name, None, "time", row["tavg"], "s", table["ranks"])
 
     return _lines(lines, warn, read)

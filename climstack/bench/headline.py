@@ -34,7 +34,8 @@ EXPLAINED = (
     "Each cell: the verdict, then the time ratio mode/native (for bandwidths and rates"
     " native/mode, so above 1 is always slower) with its interval and the number of"
     f" repeats. Method: per repeat the geometric mean over sizes of the paired ratios (repeat"
-    f" i of the mode with repeat i of native, in one batch of runs), then the {stats.METHOD}."
+    f" i of the mode with repeat i of native, in one batch of runs), then the {stats.METHOD},"
+    " never narrower than the outputs' printed digits allow (0.21 vs 0.21: 0.95-1.05)."
     f" `within {stats.WITHIN:.0%}`: the whole interval lies within 1 ± {stats.WITHIN:g};"
     " `N% slower/faster`: it excludes 1; else `inconclusive`."
 )
@@ -91,10 +92,10 @@ def group_of(r: Record) -> Group | None:
 
 
 def _series(records: list[Record]) -> dict:
-    """(operation, bytes, ranks, metric) -> mode -> repeat -> value, of one batch's records."""
+    """(operation, bytes, ranks, metric) -> mode -> repeat -> record, of one batch's."""
     series = defaultdict(lambda: defaultdict(dict))
     for r in records:
-        series[(r.operation, r.bytes, r.ranks, r.metric)][r.mode][r.repeat] = r.value
+        series[(r.operation, r.bytes, r.ranks, r.metric)][r.mode][r.repeat] = r
     return series
 
 
@@ -110,7 +111,7 @@ def cell(records: list[Record], mode: str) -> Cell | None:
             per_size[size] = stats.estimate(ratios.values())
     if not per_repeat:
         return None
-    e = stats.estimate(stats.geomean(ratios) for ratios in per_repeat.values())
+    e = stats.estimate(stats.combined(ratios) for ratios in per_repeat.values())
     return Cell(
         e.verdict, e.ratio, e.low, e.high, len(per_size), e.repeats,
         effects=stats.opposite(per_size),

@@ -9,6 +9,7 @@ from climstack.bench.parsing import (
     Garbled,
     Lines,
     Measurement,
+    Printed,
     Warn,
     _lines,
     _match,
@@ -34,7 +35,7 @@ def netcdf_bench(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterat
             if what in NETCDF_METRICS:
                 unit = "s" if unit == "secs" else unit
                 yield Measurement(
-                    number, io, run["size"], NETCDF_METRICS[what], float(average), unit
+                    number, io, run["size"], NETCDF_METRICS[what], Printed(average), unit
                 )
 
     return _lines(lines, warn, read)
@@ -65,7 +66,7 @@ def benchio(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Me
                     run["layer"] or operation,
                     run["size"],
                     metric,
-                    float(value),
+                    Printed(value),
                     unit,
                     run["ranks"],
                 )
@@ -104,10 +105,8 @@ def benchio_adios2(lines: Lines, warn: Warn, operation: str = "unknown") -> Iter
                 if not run["engine"]:
                     raise Garbled("an ADIOS2 write without the `ADIOS2 engine =` line before it")
                 layer = f"ADIOS2 {run['engine']}"
-            for metric, value, unit in (
-                ("rate", float(gib_s) * 1024, "MiB/s"),
-                ("time", float(seconds), "s"),
-            ):
-                yield Measurement(number, layer, run["size"], metric, value, unit, run["ranks"])
+            rate, at = Printed(gib_s), (number, layer, run["size"])  # as MiB/s, its step too
+            yield Measurement(*at, "rate", rate * 1024, "MiB/s", run["ranks"], rate.step * 1024)
+            yield Measurement(*at, "time", Printed(seconds), "s", run["ranks"])
 
     return _lines(lines, warn, read)

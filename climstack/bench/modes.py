@@ -112,7 +112,8 @@ def container(
         noxpmem = row.binary == catalogue.NOXPMEM
         if noxpmem and not (path := in_image(image_dir, image.NOXPMEM + path)):
             raise LookupError(f"the image has no copy of {benchmark.argv[0]} without xpmem")
-        report = verify.check(path, made, image_dir)  # before it runs: refused, not crashed
+        # before it runs: refused, not crashed; the image's ld.so asked too
+        report = verify.check(path, made, image_dir, runtime_image=target or image_dir)
         if not report.ok:
             raise LookupError(
                 f"verify refuses {path} under the {name} plan: " + "; ".join(report.problems)

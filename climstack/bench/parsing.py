@@ -1,9 +1,26 @@
 """What every output parser shares: the Measurement it yields, the numbered lines it
-reads, and the rule that a line it cannot read is warned about, never dropped silently."""
+reads, the numbers as printed (Printed: a value and the step of its last digit), and the
+rules that a line it cannot read, or a value that is no positive finite number (0, nan,
+inf: no ratio can be taken of it), is warned about, never dropped silently."""
 
+import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+
+class Printed(float):
+    """A number as a program printed it: its value, and `step`, one unit of its last digit
+    (0.01 for `13.07`, 1 for `400`, 1e-4 for `1.5e-3`): what the print cannot tell apart."""
+
+    step: float
+
+    def __new__(cls, text: str):
+        value = super().__new__(cls, text)
+        mantissa, _, exponent = text.strip().lower().partition("e")
+        decimals = len(mantissa.partition(".")[2]) if math.isfinite(value) else 0
+        value.step = 10.0 ** (int(exponent or 0) - decimals) if math.isfinite(value) else 0.0
+        return value
 
 
 @dataclass
@@ -15,6 +32,12 @@ class Measurement:
     value: float
     unit: str
     ranks: int | None = None
+    resolution: float = 0.0  # the printed step of `value` (Printed); 0: not known
+
+    def __post_init__(self):
+        if isinstance(self.value, Printed):
+            self.resolution = self.resolution or self.value.step
+        self.value = float(self.value)
 
 
 class Garbled(Exception):
@@ -31,7 +54,7 @@ def _numbers(text: str, count: int) -> list[float]:
     fields = text.split()[:count]
     if len(fields) < count or not all(_is_number(field) for field in fields):
         raise Garbled(f"expected {count} numbers, read {text.strip()!r}")
-    return [float(field) for field in fields]
+    return [Printed(field) for field in fields]
 
 
 def _match(pattern: re.Pattern, text: str, what: str) -> list[str]:
@@ -53,9 +76,22 @@ def _is_number(text: str) -> bool:
 
 
 def _lines(lines: Lines, warn: Warn, read) -> Iterator[Measurement]:
-    """read(number, text) per line; a Garbled line is warned about and left out."""
+    """read(number, text) per line; a Garbled line, or a measurement that is no positive
+    finite number, is warned about and left out."""
     for number, text in lines:
         try:
-            yield from read(number, text)
+            for found in read(number, text):
+                if math.isfinite(found.value) and found.value > 0:
+                    yield found
+                else:
+                    warn(number, _not_positive(found, text))
         except Garbled as err:
             warn(number, str(err))
+
+
+def _not_positive(found: Measurement, text: str) -> str:
+    return (
+        f"{found.operation} {found.metric} {found.value:g} {found.unit} is no positive finite "
+        "measurement (a 0, nan or inf, or a value under the printed resolution, has no ratio)"
+        f": {text.strip()!r}"
+    )

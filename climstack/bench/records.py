@@ -29,6 +29,7 @@ class Record:
     job: str = "unknown"
     start: str = ""
     order: int = 0
+    resolution: float = 0.0  # the step of the value's last printed digit (0: not known)
 
     @property
     def batch(self) -> tuple[str, str, str]:

@@ -36,9 +36,9 @@ def _ratio_cell(mine: dict, native: dict, metric: str) -> str:
 def detail(records: list[Record]) -> tuple[list[str], list[list[str]]]:
     """One benchmark's comparison table (records of one batch): head and rows."""
     modes = catalogue.ordered({r.mode for r in records})
-    series = defaultdict(lambda: defaultdict(dict))  # key -> mode -> repeat -> value
+    series = defaultdict(lambda: defaultdict(dict))  # key -> mode -> repeat -> record
     for r in records:
-        series[(r.operation, r.bytes, r.ranks, r.metric, r.unit)][r.mode][r.repeat] = r.value
+        series[(r.operation, r.bytes, r.ranks, r.metric, r.unit)][r.mode][r.repeat] = r
     head = ["operation", "bytes", "ranks", "metric"] + [f"{m}" for m in modes]
     head += [f"{m} / native" for m in modes if m != BASELINE]
     body = []
@@ -47,7 +47,9 @@ def detail(records: list[Record]) -> tuple[list[str], list[list[str]]]:
         by_mode = series[key]
         row = [operation, "-" if size is None else str(size), str(ranks or "-")]
         row += [f"{metric} ({unit})"]
-        row += [_cell(list(by_mode[m].values())) if by_mode.get(m) else "-" for m in modes]
+        row += [
+            _cell([r.value for r in by_mode[m].values()]) if by_mode.get(m) else "-" for m in modes
+        ]
         native = by_mode.get(BASELINE, {})
         row += [
             _ratio_cell(by_mode[m], native, metric) if by_mode.get(m) else "-"

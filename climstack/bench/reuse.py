@@ -1,12 +1,14 @@
 """A local comparison's report reused while nothing it measures has changed (`bench local
 --reuse`, what a warm `make local` runs): the key digests the image's inputs, the native
-environment's lockfile, the host's MPI library, the harness (the climstack package) and the
-arguments; each finished report directory keeps its key and exit status. `climstack bench
-local` without --reuse always measures again."""
+environment's lockfile, the host's MPI library, the site's bind.yaml (the plans the modes
+run on), the models' cases (their inputs and settings), the harness (the climstack package)
+and the arguments; each finished report directory keeps its key and exit status. `climstack
+bench local` without --reuse always measures again."""
 
 from pathlib import Path
 
 from climstack import pins
+from climstack.bench import cases, runner
 from climstack.bind import discover, loader
 from climstack.common import atomic, stamp
 from climstack.image import image
@@ -29,11 +31,14 @@ def key(args, env_dir: Path, image_name: str) -> str:
     )
     arguments = f"{args.repeats} {args.ranks} {args.modes} {args.runtime} {args.fabric_prefix}"
     cce = env_dir.parent / "local-cce" / "spack.lock"  # the CCE stand-in's build
+    models = sorted({b.case for b in runner.LOCAL if b.case})
     return stamp.digest(
         pictured,
         env_dir / "spack.lock",
         *([cce] if cce.is_file() else []),
         facts,
+        site.path / "bind.yaml",
+        *(f"{name}\0{stamp.tree(cases.get(name).directory)}" for name in models),
         stamp.tree(pins.PROJECT_ROOT / "climstack"),
         arguments,
         length=32,

@@ -177,16 +177,17 @@ def run_all(
 
 
 def compare_models(benchmarks: list[Benchmark], out: Path, batch: Batch) -> list[Path]:
-    """Each model run against native's of the same repeat, bit for bit, as `bitwise` header
-    lines in raw/<model>.bitwise.out (what differs, or why it could not compare, below)."""
+    """Each model run (each raw/<model>.<mode>.r<repeat>.out) against native's of the same
+    repeat, bit for bit, as `bitwise` header lines in raw/<model>.bitwise.out (what differs,
+    or why it could not compare, below): a run that wrote no outputs is not compared."""
     written = []
     for benchmark in (b for b in benchmarks if b.case):
         runs, lines = work_root(out) / benchmark.name, []
-        for run in sorted(runs.glob("*.r*")):
-            mode, repeat = run.name.rsplit(".r", 1)
-            if mode == "native" or not (run / cases.RECORD).is_file():
+        for raw in sorted((out / "raw").glob(f"{benchmark.name}.*.r*.out")):
+            mode, repeat = raw.name.removeprefix(f"{benchmark.name}.")[:-4].rsplit(".r", 1)
+            if mode == "native" or not repeat.isdigit():
                 continue
-            verdict, detail = check(runs / f"native.r{repeat}", run)
+            verdict, detail = check(runs / f"native.r{repeat}", runs / f"{mode}.r{repeat}")
             fields = {
                 "benchmark": benchmark.family, "mode": mode, "site": batch.site,
                 "host": batch.host, "job": batch.job, "repeat": repeat, "verdict": verdict,
@@ -200,9 +201,11 @@ def compare_models(benchmarks: list[Benchmark], out: Path, batch: Batch) -> list
 
 
 def check(native: Path, run: Path) -> tuple[str, list[str]]:
-    """(verdict, detail lines) of `run` against `native`, bit for bit."""
-    if not (native / cases.RECORD).is_file():
-        return CHECK_FAILED, [f"no native run to compare with: {native}"]
+    """(verdict, detail lines) of `run` against `native`, bit for bit; either without the
+    record of a finished run (it failed, or never ran) is not compared."""
+    for side, name in ((native, "no native run to compare with"), (run, "the run failed")):
+        if not (side / cases.RECORD).is_file():
+            return CHECK_FAILED, [f"{name}: no outputs in {side} (no {cases.RECORD})"]
     try:
         comparison = bitwise.compare(native, run)
     except ClimstackError as err:  # an output that does not read

@@ -6,13 +6,16 @@ details, its plot's band, `make bench`, the docs):
 - per repeat, the time ratio mode/native (for rates and bandwidths native/mode: above 1 is
   always slower), over sizes their geometric mean;
 - over repeats, the geometric mean of those ratios and its 95% confidence interval: a
-  Student t-interval of the mean log ratio (n - 1 degrees of freedom);
+  Student t-interval of the mean log ratio (n - 1 degrees of freedom), never narrower
+  than the outputs' printed resolution allows (Ratio.bound: two latencies printed as 0.21
+  are anything from 0.205 to 0.215, so their ratio anything from 0.95 to 1.05);
 - the verdict from the interval alone: `within 2%` only when it lies inside 1 +- WITHIN,
   `N% slower`/`faster` only when it excludes 1, else `inconclusive (n repeats)`.
 """
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from scipy.stats import t as student_t
@@ -38,24 +41,53 @@ def geomean(values) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
-def paired(mode: dict[int, float], native: dict[int, float], rate: bool = False) -> dict:
-    """repeat -> the time ratio mode/native (native/mode for a rate) of the repeats both
-    have with positive values."""
-    both = sorted(r for r in mode.keys() & native.keys() if mode[r] > 0 and native[r] > 0)
-    return {r: native[r] / mode[r] if rate else mode[r] / native[r] for r in both}
+@dataclass(frozen=True)
+class Ratio:
+    value: float
+    bound: float = 0.0  # how far rounding its outputs to their printed step moves log(value)
 
 
-def estimate(ratios) -> Estimate | None:
-    """The geometric mean of `ratios` (one per repeat) and its confidence interval."""
-    ratios = list(ratios)
+def rounding(value: float, step: float) -> float:
+    """How far the log of a value printed to `step` can be from the log of what was
+    measured (half a step away); 0 for an exact value (no step known)."""
+    share = step / (2 * value) if step else 0.0
+    return -math.log1p(-share) if share < 1 else math.inf
+
+
+def paired(mode: dict, native: dict, rate: bool = False) -> dict[int, Ratio]:
+    """repeat -> the time Ratio mode/native (native/mode for a rate) of the repeats both
+    have with positive values; `mode`, `native`: repeat -> a record (`value`, its printed
+    `resolution`)."""
+    both = mode.keys() & native.keys()
+    both = sorted(r for r in both if mode[r].value > 0 and native[r].value > 0)
+    return {
+        r: Ratio(
+            native[r].value / mode[r].value if rate else mode[r].value / native[r].value,
+            rounding(mode[r].value, mode[r].resolution)
+            + rounding(native[r].value, native[r].resolution),
+        )
+        for r in both
+    }
+
+
+def combined(ratios: list[Ratio]) -> Ratio:
+    """The geometric mean of `ratios` (one repeat's, over sizes), and its rounding bound."""
+    return Ratio(geomean(r.value for r in ratios), statistics.fmean(r.bound for r in ratios))
+
+
+def estimate(ratios: Iterable[float | Ratio]) -> Estimate | None:
+    """The geometric mean of `ratios` (one per repeat) and its confidence interval, at
+    least as wide as their rounding bounds (their mean: how far rounding can move the mean
+    log ratio)."""
+    ratios = [r if isinstance(r, Ratio) else Ratio(r) for r in ratios]
     if not ratios:
         return None
-    logs = [math.log(r) for r in ratios]
+    logs = [math.log(r.value) for r in ratios]
     centre = statistics.fmean(logs)
     if len(logs) < 2:
         return Estimate(math.exp(centre), None, None, 1)
     half = student_t.ppf((1 + CONFIDENCE) / 2, len(logs) - 1) * statistics.stdev(logs)
-    half /= math.sqrt(len(logs))
+    half = max(half / math.sqrt(len(logs)), statistics.fmean(r.bound for r in ratios))
     return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(logs))
 
 

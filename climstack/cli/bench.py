@@ -2,7 +2,7 @@
 and write its report; `climstack bench SITE --emit`: the centre's job scripts;
 `climstack bench report DIR...`: the report from raw outputs. Exit status (climstack.errors):
 1 when anything was left out or a model run's outputs differ from native's, 2 for bad input,
-3 when a tool or program failed."""
+3 when a tool or program failed: a run failed, or a model run could not be compared."""
 
 import argparse
 import shutil
@@ -25,7 +25,7 @@ from climstack.bench import (
 )
 from climstack.bench.local import CCE_ENV, IMAGE, install, local_modes, mode_names, needs_cce
 from climstack.common import progress
-from climstack.errors import ClimstackError
+from climstack.errors import FAILED, NEGATIVE, OK, ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
 from climstack.launch import abi_hosts, runtimes
@@ -111,15 +111,15 @@ def run_local(args) -> int:
 
 
 def finish(out: Path, paths: list[Path], labels=None) -> int:
-    """The report of the outputs under `paths` into `out`; exit status 1 if a model run's
-    outputs differ from native's (or could not be compared), or anything was left out."""
+    """The report of the outputs under `paths` into `out`; exit status 3 if a run failed or
+    a model run could not be compared, else 1 if a model run's outputs differ from native's
+    or anything was left out, else 0. Each is named on stderr."""
     found = collect.read_paths(paths, labels)
     checks = collect.read_checks(paths)
     written = write_report(found, out, checks)
     print(f"climstack bench: report in {out}")
     for path in written:
         print(f"  {path}")
-    status = 0
     if found[2]:
         files = len({p.path for p in found[2]})
         print(
@@ -127,7 +127,12 @@ def finish(out: Path, paths: list[Path], labels=None) -> int:
             f"under 'Left out' in {out / 'report.md'}",
             file=sys.stderr,
         )
-        status = 1
+    for f in found[1]:
+        print(
+            f"climstack bench: {f.benchmark} {f.mode} repeat {f.repeat or '?'} ({f.site}, host "
+            f"{f.host}, job {f.job}) failed: {f.reason}",
+            file=sys.stderr,
+        )
     bad = [c for c in checks if c.verdict != records.IDENTICAL]
     for c in bad:
         print(
@@ -136,7 +141,9 @@ def finish(out: Path, paths: list[Path], labels=None) -> int:
             f" to native: {c.detail}",
             file=sys.stderr,
         )
-    return 1 if bad else status
+    if found[1] or any(c.verdict != records.DIFFERS for c in bad):
+        return FAILED
+    return NEGATIVE if found[2] or bad else OK
 
 
 def run_emit(args) -> None:
@@ -166,15 +173,16 @@ def run_emit(args) -> None:
 
 
 def run_report(args) -> int:
-    """The report; exit status 1 if anything was left out (listed in it) or a model run
-    differs from native's, else 0."""
+    """The report; its exit status `finish`'s (3: a run failed; 1: something left out, or
+    a model run differs from native's; else 0)."""
     out = Path(args.out) if args.out else Path(args.paths[0]) / "report"
     labels = collect.parse_labels(args.label)
     return finish(out, [Path(p) for p in args.paths], labels)
 
 
 def run_abi(args) -> int:
-    """The MPI-5 standard ABI image on each host MPI of the standard ABI, beside native."""
+    """The MPI-5 standard ABI image on each host MPI of the standard ABI, beside native;
+    exit status 1 when NetCDF-Bench's data differ between hosts (a failed program: 3)."""
     names = args.benchmarks.split(",") if args.benchmarks else list(abi.SMALL)
     unknown = [n for n in names if n not in abi.OSU]
     if unknown:
@@ -200,7 +208,10 @@ def run_abi(args) -> int:
     (out / "abi.md").write_text(table + "\n")
     print(table)
     print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
-    return 0
+    differ = [k for k, v in results["netcdf"].items() if v["differences"]]
+    for pair in differ:
+        print(f"climstack bench abi: NetCDF-Bench's data differ: {pair}", file=sys.stderr)
+    return abi_report.status(results["netcdf"])
 
 
 def register(commands) -> None:
