@@ -232,3 +232,46 @@ def mpi_implementation(path: Path) -> str:
         release = next((s for s in strings if _OPEN_MPI.match(s)), "")
         return f"Open MPI {release}".rstrip()
     return "unknown MPI library"
+
+
+#: calls every MPI program makes: an object that defines one and is no MPI library holds an
+#: MPI of its own (linked in statically), which no bind plan can replace
+CORE_MPI = ("MPI_Init", "PMPI_Init", "MPI_Init_thread", "PMPI_Init_thread", "mpi_init_")
+#: what an MPI leaves in .rodata: MPICH's control variables (Intel's, Cray's too) and the
+#: format strings of MPI_Get_library_version (MPICH, Open MPI)
+_MPI_BANNERS = (b"MPIR_CVAR_", b"MPICH Version:", b"Open MPI v%d.%d.%d")
+
+
+def static_mpi(info: Elf) -> str:
+    """What shows that `info`'s file holds an MPI implementation itself ('' if nothing):
+    a core MPI function it exports; in an executable also one in its .symtab, or an MPI's
+    version banner in its .rodata (a stripped static link)."""
+    for name in CORE_MPI:
+        if name in info.exports and name not in info.objects:
+            return f"defines {name}"
+    if info.interpreter:
+        return _static_in_executable(info.path, *_stat_key(info.path))
+    return ""
+
+
+def _stat_key(path: Path) -> tuple[int, int]:
+    stat = Path(path).stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
+@lru_cache(maxsize=256)
+def _static_in_executable(path: Path, mtime_ns: int, size: int) -> str:
+    with open(path, "rb") as stream:
+        elf = ELFFile(stream)
+        table = elf.get_section_by_name(".symtab")
+        for name in CORE_MPI if table else ():
+            for symbol in table.get_symbol_by_name(name) or ():
+                if symbol["st_shndx"] != "SHN_UNDEF" and symbol["st_info"]["type"] == "STT_FUNC":
+                    return f"defines {name} (in its symbol table)"
+        for section in elf.iter_sections():
+            if section.name.startswith(".rodata"):
+                data = section.data()
+                for banner in _MPI_BANNERS:
+                    if banner in data:
+                        return f"holds an MPI library's banner {banner.decode()!r} (stripped)"
+    return ""

@@ -1,17 +1,16 @@
-"""The dynamic loader's search rules (ld.so(8)), applied offline to a file-system view.
-
-A view is a root directory (the host's `/`, a synthetic tree, or an image directory) plus
-bind mounts (container path -> host path), so the same code answers "what would the host
-load" and "what would the container load under this bind plan". Symlinks are followed
-inside the view, with the loader's hop limit, so loops end.
+"""The dynamic loader's search rules (ld.so(8), glibc's elf/dl-load.c), applied offline
+to a file-system view (climstack.bind.view): the link map of a process, every object from
+where and by which rule, so the same code answers "what would the host load" and "what
+would the container load under this bind plan, with this remedy". Tested against the real
+ld.so (tests/test_loader_oracle.py); `climstack verify` asks the image's own ld.so too.
 """
 
-import glob
 import os
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from climstack.bind import elf
+from climstack.bind.view import View
 from climstack.errors import ClimstackError
 
 #: glibc's own libraries: always the container's (the image's C library), never bound
@@ -32,101 +31,6 @@ GLIBC = {
 }
 #: trusted directories of x86_64 glibc (after ld.so.cache / ld.so.conf)
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
-MAX_HOPS = 40  # symlink hops, as the kernel allows
-
-
-class View:
-    """Paths as a process inside `root` (with `binds`) sees them, mapped to host paths."""
-
-    def __init__(self, root: Path = Path("/"), binds: dict[str, Path] | None = None):
-        self.root = Path(root)
-        # longest container path first, so nested binds win
-        self.binds = sorted(
-            ((PurePosixPath(k), Path(v)) for k, v in (binds or {}).items()),
-            key=lambda item: len(item[0].parts),
-            reverse=True,
-        )
-
-    def _host(self, path: PurePosixPath) -> Path:
-        for inside, outside in self.binds:
-            if path == inside or inside in path.parents:
-                return outside / path.relative_to(inside)
-        return self.root / path.relative_to("/")
-
-    def resolve(self, path: str | PurePosixPath) -> tuple[PurePosixPath, Path] | None:
-        """(canonical path inside the view, host path) following symlinks in the view;
-        None if it does not exist or a symlink loops."""
-        current = PurePosixPath("/")
-        pending = list(PurePosixPath(os.path.normpath(str(path))).parts[1:])
-        hops = 0
-        while pending:
-            part = pending.pop(0)
-            if part == "..":
-                current = current.parent
-                continue
-            candidate = current / part
-            host = self._host(candidate)
-            try:
-                is_link = host.is_symlink()
-            except PermissionError as err:
-                raise ClimstackError(
-                    f"cannot look into {host.parent} (needed for {path}): " "permission denied",
-                    fix="run as a user who can read it, or ask the site " "to open it",
-                ) from err
-            if is_link:
-                hops += 1
-                if hops > MAX_HOPS:
-                    return None
-                target = PurePosixPath(os.readlink(host))
-                pending = (
-                    list(target.parts[1:] if target.is_absolute() else target.parts) + pending
-                )
-                current = PurePosixPath("/") if target.is_absolute() else current
-                continue
-            if not os.path.lexists(host) and not any(
-                candidate in inside.parents for inside, _ in self.binds
-            ):
-                return None  # (a mount point's parents exist, as the runtime makes them)
-            current = candidate
-        return current, self._host(current)
-
-    def is_dir(self, path: str) -> bool:
-        found = self.resolve(path)
-        return bool(found) and found[1].is_dir()
-
-    def ld_so_conf(self) -> list[str]:
-        """Directories of /etc/ld.so.conf and its `include` globs, in order (read once)."""
-        if getattr(self, "_ld_so_conf", None) is None:
-            self._ld_so_conf = self._read_ld_so_conf()
-        return self._ld_so_conf
-
-    def _read_ld_so_conf(self) -> list[str]:
-        dirs: list[str] = []
-
-        def parse(conf: str, depth: int = 0):
-            found = self.resolve(conf)
-            if not found or depth > 10 or not found[1].is_file():
-                return
-            for line in found[1].read_text(errors="replace").splitlines():
-                line = line.split("#", 1)[0].strip()
-                if line.startswith("include "):
-                    for pattern in line.split()[1:]:
-                        pattern = pattern if pattern.startswith("/") else f"/etc/{pattern}"
-                        matches = glob.glob(str(self._host(PurePosixPath(pattern))))
-                        host_root = self._host(PurePosixPath(pattern).parent)
-                        for match in sorted(matches):
-                            parse(
-                                str(
-                                    PurePosixPath(pattern).parent
-                                    / Path(match).relative_to(host_root)
-                                ),
-                                depth + 1,
-                            )
-                elif line.startswith("/"):
-                    dirs.append(line)
-
-        parse("/etc/ld.so.conf")
-        return dirs
 
 
 @dataclass
@@ -136,16 +40,36 @@ class Library:
     real: PurePosixPath  # after symlinks, inside the view
     host: Path  # the same file on the host
     needed_by: list[str] = field(default_factory=list)
-    how: str = ""  # RPATH, LD_LIBRARY_PATH, RUNPATH, ld.so.conf, default
+    how: str = ""  # RPATH, LD_LIBRARY_PATH, RUNPATH, ld.so.conf, default, preload
     info: elf.Elf | None = None
+    parent: "Library | None" = field(default=None, repr=False)  # glibc's l_loader
+    origin: PurePosixPath | None = None  # $ORIGIN: the directory it was found in
+    whose: str = ""  # the object whose DT_RPATH or DT_RUNPATH found it
+
+    def own_origin(self) -> PurePosixPath:
+        return self.origin or self.path.parent
 
 
 @dataclass
 class Closure:
     root: Library
-    libraries: dict[str, Library] = field(default_factory=dict)  # by needed name
+    libraries: dict[str, Library] = field(default_factory=dict)  # by needed name, load order
     missing: dict[str, list[str]] = field(default_factory=dict)  # name -> who needs it
     skipped: set[str] = field(default_factory=set)  # glibc: the image's own
+    aliases: dict[str, str] = field(default_factory=dict)  # other name -> libraries key
+
+    def get(self, name: str) -> "Library | None":
+        """The object loaded for DT_NEEDED `name`, whatever name it was loaded under."""
+        if name in self.libraries:
+            return self.libraries[name]
+        if name in self.aliases:
+            return self.libraries.get(self.aliases[name], self.root)
+        return next((o for o in self.libraries.values() if o.info.soname == name), None)
+
+    @property
+    def objects(self) -> list[Library]:
+        """The link map in load order (glibc's global scope): the program first."""
+        return [self.root, *self.libraries.values()]
 
     def check(self) -> None:
         if self.missing:
@@ -168,40 +92,75 @@ def expand(entry: str, origin: PurePosixPath) -> str:
     return entry
 
 
+@dataclass(frozen=True)
+class Rules:
+    """How ld.so was started: `ld_library_path` (or --library-path); `inhibit`: the
+    program's own DT_RPATH *and* DT_RUNPATH ignored (`--inhibit-rpath ''`: glibc's
+    cache_rpath checks the list for both); `explicit`: run as `ld.so PROGRAM`, so $ORIGIN
+    of the program is the directory it was named in, not /proc/self/exe's."""
+
+    ld_library_path: tuple[str, ...] = ()
+    inhibit: bool = False
+    explicit: bool = False
+
+
+def _rpath(obj: Library, root: Library, rules: Rules) -> list[str]:
+    """An object's own DT_RPATH as searched: none when it has DT_RUNPATH (glibc then drops
+    DT_RPATH when it reads the dynamic section) or when it is inhibited."""
+    if obj.info.runpath or (rules.inhibit and obj is root):
+        return []
+    return [expand(d, obj.own_origin()) for d in obj.info.rpath]
+
+
 def search_order(
-    requester: Library, chain_rpath: list[str], ld_library_path: list[str], view: View
-) -> list[tuple[str, str]]:
-    """(directory, rule) in the order ld.so tries them for a DT_NEEDED of `requester`."""
-    info, origin = requester.info, requester.real.parent
-    order: list[tuple[str, str]] = []
-    if not info.runpath:  # DT_RPATH counts only without DT_RUNPATH, inherited down the chain
-        order += [(expand(d, origin), "RPATH") for d in info.rpath]
-        order += [(d, "RPATH") for d in chain_rpath]
-    order += [(d, "LD_LIBRARY_PATH") for d in ld_library_path if d]
-    order += [(expand(d, origin), "RUNPATH") for d in info.runpath]
-    order += [(d, "ld.so.conf") for d in view.ld_so_conf()]
-    order += [(d, "default") for d in DEFAULT_DIRS]
+    requester: Library, root: Library, rules: Rules, view: View
+) -> list[tuple[str, str, str]]:
+    """(directory, rule, whose) in the order ld.so tries them for a DT_NEEDED of
+    `requester` (glibc's _dl_map_object): without its own DT_RUNPATH, the DT_RPATH of it and
+    of every object up its chain of loaders to the program; LD_LIBRARY_PATH; its own
+    DT_RUNPATH; the cache (ld.so.conf); the default directories. `whose`: the object whose
+    DT_RPATH or DT_RUNPATH names the directory."""
+    order: list[tuple[str, str, str]] = []
+    if not requester.info.runpath:
+        obj = requester
+        while obj is not None:
+            order += [(d, "RPATH", str(obj.path)) for d in _rpath(obj, root, rules)]
+            obj = obj.parent
+    order += [(d, "LD_LIBRARY_PATH", "") for d in rules.ld_library_path if d]
+    if not (rules.inhibit and requester is root):
+        origin = requester.own_origin()
+        order += [
+            (expand(d, origin), "RUNPATH", str(requester.path)) for d in requester.info.runpath
+        ]
+    order += [(d, "ld.so.conf", "") for d in view.ld_so_conf()]
+    order += [(d, "default", "") for d in DEFAULT_DIRS]
     return order
 
 
-def find(
-    name: str, requester: Library, chain_rpath: list[str], ld_library_path: list[str], view: View
-) -> Library | None:
+def find(name: str, requester: Library, root: Library, rules: Rules, view: View) -> Library | None:
     if "/" in name:  # a DT_NEEDED with a slash is a path, no search
-        candidates = [(name, "path")]
+        candidates = [(name, "path", "")]
     else:
         candidates = [
-            (f"{d.rstrip('/')}/{name}", rule)
-            for d, rule in search_order(requester, chain_rpath, ld_library_path, view)
+            (f"{d.rstrip('/')}/{name}", rule, whose)
+            for d, rule, whose in search_order(requester, root, rules, view)
         ]
-    for candidate, rule in candidates:
+    for candidate, rule, whose in candidates:
         found = view.resolve(candidate)
         if not found or not found[1].is_file():
             continue
         info = elf.try_read(found[1])
         if info and requester.info.compatible(info):  # ld.so skips other architectures
-            return Library(name, PurePosixPath(candidate), found[0], found[1], how=rule, info=info)
+            path = PurePosixPath(os.path.normpath(candidate))
+            library = Library(name, path, found[0], found[1], how=rule, info=info)
+            library.parent, library.whose = requester, whose
+            return library
     return None
+
+
+def find_one(name: str, requester: Library, view: View, ld_library_path=()) -> Library | None:
+    """Where `requester` (loaded alone) would find `name`."""
+    return find(name, requester, requester, Rules(tuple(ld_library_path)), view)
 
 
 def load(path: str, view: View) -> Library:
@@ -215,6 +174,22 @@ def load(path: str, view: View) -> Library:
     return Library(PurePosixPath(path).name, PurePosixPath(path), found[0], found[1], info=info)
 
 
+def _same_file(host: Path, objects) -> "Library | None":
+    """A loaded object that is this very file (glibc compares device and inode)."""
+    try:
+        stat = host.stat()
+    except OSError:
+        return None
+    for obj in objects:
+        try:
+            other = obj.host.stat()
+        except OSError:
+            continue
+        if (other.st_dev, other.st_ino) == (stat.st_dev, stat.st_ino):
+            return obj
+    return None
+
+
 def closure(
     path: str,
     view: View | None = None,
@@ -222,53 +197,70 @@ def closure(
     stop: set[str] = frozenset(),
     preload: list[str] = (),
     main=None,
+    inhibit: bool = False,
+    explicit: bool = False,
 ) -> Closure:
-    """Breadth-first DT_NEEDED closure of `path` as ld.so would load it in `view`.
+    """The link map of `path` as ld.so builds it in `view`: breadth first, each DT_NEEDED
+    searched by the rules of its requester (search_order), a name already loaded (as a
+    DT_NEEDED name or a SONAME) or a file already loaded not loaded again.
 
     glibc's libraries are recorded as skipped (the image provides them); names in `stop`
-    are resolved but not descended into. `preload`: paths loaded first (ld.so --preload),
-    a DT_NEEDED of their SONAME then satisfied; `main`: how ld.so reads the program
-    (an Elf -> Elf, e.g. its DT_RPATH ignored).
+    are resolved but not descended into. `preload`: paths loaded first (ld.so --preload);
+    `main`: how ld.so reads the program (an Elf -> Elf: the RUNPATH copy); `inhibit`,
+    `explicit`: see Rules.
     """
     view = view or View()
-    ld_library_path = list(ld_library_path or [])
+    rules = Rules(tuple(ld_library_path or ()), inhibit, explicit or inhibit or bool(preload))
     top = load(path, view)
     if main:
         top.info = main(top.info)
+    top.origin = top.path.parent if rules.explicit else top.real.parent
     result = Closure(root=top)
-    queue = [(top, list(top.info.rpath) if not top.info.runpath else [])]
-    loaded = {top.info.soname or top.name}
+    queue = [top]
+    names = {top.info.soname} - {""}  # what a DT_NEEDED matches without a search
     for early in preload:
         library = load(early, view)
-        library.how = "preload"
-        library.name = library.info.soname or library.name
-        result.libraries[library.name] = library
-        loaded.add(library.name)
-        queue.append((library, []))
+        library.how, library.parent = "preload", top
+        library.name = early
+        result.libraries[early] = library
+        names |= {library.info.soname} - {""}
+        queue.append(library)
     while queue:
-        requester, chain = queue.pop(0)
+        requester = queue.pop(0)
         for name in requester.info.needed:
             if name in GLIBC:
                 result.skipped.add(name)
                 continue
-            if name in loaded or name in result.libraries:
-                if name in result.libraries:
-                    result.libraries[name].needed_by.append(str(requester.path))
+            known = _loaded(result, name, names)
+            if known is not None:
+                known.needed_by.append(str(requester.path))
                 continue
-            library = find(name, requester, chain, ld_library_path, view)
+            library = find(name, requester, top, rules, view)
             if library is None:
                 result.missing.setdefault(name, []).append(str(requester.path))
                 continue
+            same = _same_file(library.host, result.objects)
+            if same is not None:  # another name of a loaded file
+                result.aliases[name] = same.name
+                same.needed_by.append(str(requester.path))
+                continue
             library.needed_by.append(str(requester.path))
             result.libraries[name] = library
-            loaded.add(name)
-            if library.info.soname:
-                loaded.add(library.info.soname)
+            names |= {library.info.soname} - {""}
             if name not in stop:
-                inherited = chain + (
-                    [expand(d, requester.real.parent) for d in requester.info.rpath]
-                    if not requester.info.runpath
-                    else []
-                )
-                queue.append((library, inherited if not library.info.runpath else []))
+                queue.append(library)
     return result
+
+
+def _loaded(result: Closure, name: str, names: set[str]) -> "Library | None":
+    """The loaded object a DT_NEEDED `name` matches (its first name, an alias, a SONAME)."""
+    if name in result.libraries:
+        return result.libraries[name]
+    if name in result.aliases:
+        return result.libraries.get(result.aliases[name], result.root)
+    if name in names:
+        for obj in result.objects:
+            if obj.info.soname == name:
+                result.aliases[name] = obj.name
+                return obj
+    return None

@@ -6,7 +6,8 @@ runs the executable unchanged, in an unchanged image, through the image's own ld
 - preload: `ld.so --preload "LIBS"` loads the plan's MPI libraries first (glibc >= 2.30);
   the DT_NEEDED of the same SONAME is then already satisfied, whoever's RPATH asks.
 - inhibit: `ld.so --inhibit-rpath '' --library-path LINKS` ignores the executable's own
-  DT_RPATH (the empty name is the main program's; a path does not match it).
+  DT_RPATH *and* DT_RUNPATH (the empty name is the main program's; a path does not match
+  it): a library found only through the program's RUNPATH is then lost.
 - runpath: a copy of the executable with DT_RPATH rewritten to DT_RUNPATH (patchelf),
   in the plan directory bound at REMEDY_DIR, runs in place of the original.
 """
@@ -63,9 +64,9 @@ def why_not(how: str, glibc: tuple | None, rpath_in: list[str], executable: str)
 
 
 def as_loaded(how: str | None, info: elf.Elf) -> elf.Elf:
-    """The executable as ld.so reads it under the remedy (preload changes no search)."""
-    if how == "inhibit":
-        return replace(info, rpath=[])
+    """The executable as ld.so reads it under the remedy: runpath's copy has DT_RUNPATH
+    where the original has DT_RPATH (preload and inhibit change the search instead:
+    loader.closure's `preload` and `inhibit`)."""
     if how == "runpath" and info.rpath and not info.runpath:
         return replace(info, rpath=[], runpath=list(info.rpath))
     return info

@@ -28,23 +28,34 @@ def abis_of(closure: loader.Closure) -> list[str]:
 
 def check_abi(report: Report, plan: Plan, own: loader.Closure) -> bool:
     """Is the executable built for the ABI whose host library the plan binds? A program of
-    the MPICH ABI run on an MPI-5 ABI library (or the reverse) would load its own MPI, or
-    none: refused before anything else about its MPI is checked."""
+    the MPICH ABI run on an MPI-5 ABI library (or the reverse), or of Open MPI's own ABI,
+    would load its own MPI, or none: refused before anything else about its MPI is
+    checked. A program that asks for no MPI library (MPI linked in, or none) goes on to
+    the link map's checks."""
     found = abis_of(own)
     report.abi = "+".join(found)
-    if plan.abi in found and len(found) == 1:
+    asked = set(own.libraries) | set(own.missing)
+    known = set().union(*ABI_LIBRARIES.values())
+    foreign = [w for n, w in discover.FOREIGN_MPI.items() if n in asked and n not in known]
+    if foreign and plan.abi not in found:
+        report.problems.append(
+            f"{report.executable} is built for {foreign[0]}, an ABI the plan's host MPI "
+            f"({ABI_TITLES[plan.abi]}) cannot stand in for: rebuild it on an MPICH-ABI or "
+            "MPI-5 ABI MPI, or run it in hybrid mode with its own MPI"
+        )
+        return False
+    if not found or (plan.abi in found and len(found) == 1):
         return True
     if len(found) > 1:
         why = "loads both MPI ABIs (libmpi.so.12 and libmpi_abi.so.1): rebuild it on one"
     else:
-        other = found[0] if found else "mpich"
         fix = (
             "bind without --abi standard"
-            if other == "mpich"
+            if found[0] == "mpich"
             else "bind with --abi standard (`climstack bind SITE --abi standard`)"
         )
         why = (
-            f"is built for the {ABI_TITLES[other]} but the plan binds the host's "
+            f"is built for the {ABI_TITLES[found[0]]} but the plan binds the host's "
             f"{ABI_TITLES[plan.abi]}: {fix}, or run it in hybrid mode"
         )
     report.problems.append(f"{report.executable} {why}")
@@ -87,7 +98,7 @@ def check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
 def first_of(closure: loader.Closure, name: str):
     """The library `closure` loads for ABI name `name` (any of its spellings), if any."""
     names = {**discover.ABI_NAMES, **discover.STANDARD_NAMES}.get(name, (name,))
-    return next(filter(None, (closure.libraries.get(n) for n in names)), None)
+    return next(filter(None, (closure.get(n) for n in names)), None)
 
 
 def check_all_mpi_from_host(report: Report, plan: Plan, planned_closure) -> None:

@@ -26,11 +26,19 @@ class Report:
     glibc_missing: list[str] = field(default_factory=list)
     version_missing: list[str] = field(default_factory=list)  # "V of F, needed by G"
     families: dict[str, dict] = field(default_factory=dict)  # run.family_check's reports
+    providers: dict[str, int] = field(default_factory=dict)  # file -> MPI symbols bound to it
+    oracle: str = ""  # the image's own ld.so: agrees, disagrees, failed, not asked: why
+    unchecked: list[str] = field(default_factory=list)  # what could not be checked
     problems: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        """Refused nothing and checked everything: the only way to print `ok`."""
+        return not self.problems and not self.unchecked
+
+    @property
+    def verdict(self) -> str:
+        return "refused" if self.problems else "not checked" if self.unchecked else "ok"
 
 
 def render(report: Report) -> str:
@@ -41,7 +49,8 @@ def render(report: Report) -> str:
         f"DT_RUNPATH: {':'.join(report.runpath) or '-'}",
     ]
     for name, pick in report.picks.items():
-        lines.append(f"  loader picks {name}: {pick['path']} ({pick['rule']}) = {pick['host']}")
+        rule = f"{pick['rule']} of {pick['whose']}" if pick.get("whose") else pick["rule"]
+        lines.append(f"  loader picks {name}: {pick['path']} ({rule}) = {pick['host']}")
     lines.append(f"  image MPI: {report.image_mpi or '-'}   host MPI: {report.host_mpi or '-'}")
     if report.abi:
         lines.append(f"  MPI ABI: {report.abi}")
@@ -73,7 +82,13 @@ def render(report: Report) -> str:
                 f"  HDF5: image {versions['image'] or '?'}, loaded under the plan "
                 f"{versions['host'] or '?'} {versions.get('override', '')}".rstrip()
             )
+    for path, count in report.providers.items():
+        lines.append(f"  MPI symbols bound to {path}: {count}")
+    if report.oracle:
+        lines.append(f"  the image's own ld.so: {report.oracle}")
     for problem in report.problems:
         lines.append(f"  REFUSED: {problem}")
-    lines.append("verdict: " + ("ok" if report.ok else "refused"))
+    for what in report.unchecked:
+        lines.append(f"  NOT CHECKED: {what}")
+    lines.append(f"verdict: {report.verdict}")
     return "\n".join(lines)

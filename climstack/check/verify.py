@@ -1,16 +1,16 @@
 """Will an executable (on the host or in an image) run on the host MPI under a bind plan?
 
-Reads, without running anything: DT_NEEDED, RPATH vs RUNPATH, which libmpi.so.12 (or, for
-the MPI-5 standard ABI, libmpi_abi.so.1) and libxpmem.so.0 the loader would pick inside the
-image with the plan's binds and LD_LIBRARY_PATH (under the plan's RPATH remedy, if any),
+Reads, without running anything, the whole link map of the process inside the image with
+the plan's binds and LD_LIBRARY_PATH, under the plan's RPATH remedy (climstack.bind.loader),
+and from it (climstack.check.mpi_map): which file provides each MPI symbol any object binds
+(C, the Fortran bindings, gfortran's module procedures, MPICH's link constants and common
+blocks), that every MPI library loaded is the host's and no object holds an MPI of its own;
 that the executable's ABI is the plan's, the MPICH base of both sides (the image's no newer
 than the host's; the standard ABI has none), the glibc symbol versions the bound host
-libraries need from the image's C library, and the symbol check: every MPI symbol the
-executable and its MPI-using libraries import (C, the Fortran bindings, gfortran's module
-procedures, MPICH's link constants and common blocks) must be exported by the host MPI
-(and, on the standard ABI, its PMPI_* twin). An RPATH that keeps the
-host MPI out is refused with the remedies that would apply. Then, with --run, runs it
-(mpi-probe) under the plan to show which MPI really loaded.
+libraries need from the image's C library. An RPATH that keeps the host MPI out is refused
+with the remedies whose own link map would run it on the host MPI. Where the plan's runtime
+is at hand, the image's own ld.so is asked for its list and must agree (check.oracle).
+Then, with --run, runs it (mpi-probe) and compares what it loaded with the plan.
 """
 
 import re
@@ -18,17 +18,15 @@ from pathlib import Path, PurePosixPath
 
 from climstack.bind import discover, elf, loader, remedy
 from climstack.bind.plan import LINKS_DIR, Plan
-from climstack.check import abi_checks, family_check
+from climstack.check import abi_checks, family_check, mpi_map, oracle, rpath_advice
 from climstack.check.verdict import Report, render  # noqa: F401 (verify.render)
 from climstack.cray import mpich_base
 from climstack.common import process
+from climstack.common.versions import release
 from climstack.launch import launch, launchers, runtimes
 
 WATCHED = ("libmpi.so.12", "libmpi_abi.so.1", "libxpmem.so.0")
 FORTRAN_MPI = discover.ABI_NAMES["libmpifort.so.12"]
-ALL_MPI_NAMES = {
-    name for names in discover.ABIS.values() for spellings in names.values() for name in spellings
-}
 
 
 def _glibc_versions(libraries, libc: elf.Elf | None) -> list[str]:
@@ -62,31 +60,49 @@ def version_mismatches(closure: loader.Closure) -> list[str]:
     return found
 
 
-def check(executable: str, plan: Plan | None, image: Path | None = None) -> Report:
-    """The report for `executable` (a path inside `image`, or on the host without one)."""
+def check(
+    executable: str, plan: Plan | None, image: Path | None = None, runtime_image=None
+) -> Report:
+    """The report for `executable` (a path inside `image`, or on the host without one).
+    `runtime_image`: the image as its runtime takes it (a directory or a SIF; `image` is
+    its files): the image's own ld.so is then asked too (climstack.check.oracle)."""
     root = image or Path("/")
     plain = loader.View(root)  # the image as built
     planned = loader.View(root, {dst: Path(src) for src, dst in plan.binds}) if plan else plain
     path = plan.library_path if plan else []
 
     report = Report(executable, remedy=plan.rpath_remedy if plan else "")
-    top, uses_mpi = _read_executable(report, executable, plain, plan)
-    libc = loader.find("libc.so.6", top, [], [], plain)
+    top = _read_executable(report, executable, plain)
+    libc = loader.find_one("libc.so.6", top, plain)
     glibc = remedy.glibc_of(libc.info if libc else None)
     report.glibc = ".".join(map(str, glibc)) if glibc else ""
-    own, wanted = _image_side(report, executable, top, plain)
+    own = _image_side(report, executable, plain)
     planned_closure = _planned_side(
-        report, executable, planned, path, _under(plan, report.remedy, own)
+        report, executable, planned, path, rpath_advice.under(plan, report.remedy, own)
     )
+    uses_mpi = mpi_map.uses_mpi(own)
     host_libs = []  # the host MPI's libraries and what they load from the plan
-    if plan and plan.mode == "bind" and uses_mpi and abi_checks.check_abi(report, plan, own):
-        host_libs += _host_mpi(report, plan, planned_closure, planned, wanted)
-        if plan.abi == "mpich":
+    if not plan:
+        mpi_map.read(report, own)
+        report.unchecked.append(
+            "no --plan: nothing is checked against a host MPI (write one with "
+            "`climstack bind SITE --out DIR`, then pass --plan DIR)"
+        )
+    elif plan.mode == "bind" and uses_mpi and abi_checks.check_abi(report, plan, own):
+        host_libs += _host_mpi(report, plan, planned)
+        wanted = mpi_map.check_bind(report, plan, planned_closure)
+        if plan.abi == "standard":
+            abi_checks.check_pmpi(report, wanted, report_exports(host_libs))
+            abi_checks.check_standard_fortran(report, plan, top, own)
+        else:
             _check_bases(report)
             _check_fortran(report, plan, own, planned_closure)
-        else:
-            abi_checks.check_standard_fortran(report, plan, top, own)
-        _check_rpath(report, plan, top, own, planned, path, glibc)
+        rpath_advice.check(report, plan, executable, own, planned, path, glibc)
+    elif not uses_mpi and not plan.families:  # a serial NetCDF program may bind
+        report.problems.append(
+            f"{executable} does not use MPI (no MPI library in its link map, no MPI symbol "
+            "imported by it or any library it loads)"
+        )
     if plan:
         report.families, found = family_check.check(plan, own, planned_closure)
         report.problems += found
@@ -96,57 +112,36 @@ def check(executable: str, plan: Plan | None, image: Path | None = None) -> Repo
             if lib.path.parent == PurePosixPath(LINKS_DIR)
         ]
     _check_glibc(report, host_libs, top, plain if image else None)
+    if plan and runtime_image is not None:
+        report.oracle, found = oracle.ask(plan, runtime_image, root, executable, planned_closure)
+        report.problems += found
     return report
 
 
-def _read_executable(report: Report, executable: str, plain: loader.View, plan) -> tuple:
-    """(its ELF as loaded, whether it uses MPI); DT_NEEDED, RPATH and RUNPATH reported."""
+def report_exports(host_libs) -> set:
+    return set().union(*(lib.info.mpi_exports() for lib in host_libs))
+
+
+def _read_executable(report: Report, executable: str, plain: loader.View):
+    """Its ELF as loaded; DT_NEEDED, RPATH and RUNPATH reported."""
     top = loader.load(executable, plain)
     report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
-    names = set(discover.ABI_NAMES["libmpi.so.12"]) | {"libmpi_abi.so.1"}
-    uses_mpi = bool(names & set(top.info.needed)) or bool(top.info.mpi_imports())
-    if not uses_mpi and not (plan and plan.families):  # a serial NetCDF program may bind
-        report.problems.append(
-            f"{executable} does not use MPI (no libmpi.so.12 or libmpi_abi.so.1 in DT_NEEDED)"
-        )
-    return top, uses_mpi
+    return top
 
 
-def _under(plan: Plan | None, how: str, own: loader.Closure) -> dict:
-    """The loader's arguments for the program run under RPATH remedy `how`."""
-    if not (plan and how):
-        return {}
-    if how == "preload":
-        return {"preload": remedy.preloads(plan, set(own.libraries))}
-    return {"main": lambda info: remedy.as_loaded(how, info)}
-
-
-def _image_side(report: Report, executable: str, top, plain: loader.View) -> tuple:
-    """(the closure the image loads without the plan, the MPI symbols it imports that the
-    image does not define); the image's MPI and the MPI-using files reported."""
+def _image_side(report: Report, executable: str, plain: loader.View) -> loader.Closure:
+    """The link map the image makes without the plan; its MPI reported."""
     own = loader.closure(executable, plain)
     own_mpi = abi_checks.first_of(own, "libmpi.so.12")
     if own_mpi and (version := elf.mpich_version(own_mpi.host)):
         report.image_mpi, report.image_base = str(version), version.mpich_base
-    mpi_files = {lib.real for lib in own.libraries.values() if lib.info.mpi_exports()}
-    importers = [top] + [
-        lib
-        for lib in own.libraries.values()
-        if lib.real not in mpi_files and lib.info.mpi_imports()
-    ]
-    report.importers = [str(lib.real) for lib in importers]
-    wanted = set().union(*(lib.info.mpi_imports() for lib in importers))
-    wanted -= set().union(
-        *(lib.info.exports for lib in own.libraries.values() if lib.real not in mpi_files)
-    )  # defined by the image itself
-    report.imported = len(wanted)
-    return own, wanted
+    return own
 
 
 def _planned_side(
     report: Report, executable: str, planned: loader.View, path, under: dict
 ) -> loader.Closure:
-    """The closure under the plan (and its RPATH remedy); the loader's picks, what it
+    """The link map under the plan (and its RPATH remedy); the loader's picks, what it
     misses and the symbol versions the plan's libraries lack, reported."""
     planned_closure = loader.closure(executable, planned, path, **under)
     for name in WATCHED:
@@ -155,6 +150,7 @@ def _planned_side(
             report.picks[name] = {
                 "path": str(library.path),
                 "rule": library.how,
+                "whose": library.whose,
                 "host": str(library.host.resolve()),
             }
     for name, who in planned_closure.missing.items():
@@ -165,11 +161,9 @@ def _planned_side(
     return planned_closure
 
 
-def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set) -> list:
-    """Bind mode: is all of MPI the host's, and does it export every MPI symbol the
-    application imports (and, for the standard ABI, its PMPI_* twin, which tools
-    interpose on)? The host MPI's libraries (and what they load from the plan)."""
-    abi_checks.check_all_mpi_from_host(report, plan, planned_closure)
+def _host_mpi(report: Report, plan: Plan, planned) -> list:
+    """The host MPI's libraries (and what they load from the plan), its version, and how
+    many MPI symbols they export."""
     host_libs = []
     for name in (n for n in discover.ABIS[plan.abi] if n in plan.links):
         host = loader.closure(f"{LINKS_DIR}/{name}", planned, plan.library_path)
@@ -181,16 +175,7 @@ def _host_mpi(report: Report, plan: Plan, planned_closure, planned, wanted: set)
     version = elf.mpich_version(host.root.host) if plan.abi == "mpich" else None
     report.host_mpi = str(version) if version else plan.mpi.get("version", "")
     report.host_base = version.mpich_base if version else ""
-    exports = set().union(*(lib.info.mpi_exports() for lib in host_libs))
-    report.exported = len(exports)
-    report.missing = sorted(wanted - exports)
-    if report.missing:
-        report.problems.append(
-            f"the host MPI lacks {len(report.missing)} MPI symbols the application "
-            f"imports: {', '.join(report.missing)}"
-        )
-    if plan.abi == "standard":
-        abi_checks.check_pmpi(report, wanted, exports)
+    report.exported = len(report_exports(host_libs))
     return host_libs
 
 
@@ -198,10 +183,10 @@ def _check_bases(report: Report) -> None:
     """MPICH keeps its ABI backward only: a program built on a newer series may pass
     handles or datatypes (MPI-4's MPI_ERRORS_ABORT) an older library does not know, with
     no symbol to catch it. The image's MPICH base must not be newer than the host's."""
-    unknown = [
+    unknown = [  # a base without major.minor ('unknown', '5') cannot be compared
         side
         for side, base in (("the image's", report.image_base), ("the host's", report.host_base))
-        if not base
+        if len(release(base)) < 2
     ]
     if unknown:
         report.problems.append(
@@ -243,57 +228,10 @@ def _check_fortran(report: Report, plan: Plan, own, planned_closure) -> None:
         )
 
 
-def _rpath_holders(top, own: loader.Closure) -> list[str]:
-    """The files whose DT_RPATH (searched before LD_LIBRARY_PATH) reaches an MPI library."""
-    holders = []
-    for lib in [top, *own.libraries.values()]:
-        if lib.info.rpath and not lib.info.runpath:
-            reaches = [n for n in lib.info.needed if n in ALL_MPI_NAMES]
-            if reaches:
-                holders.append(str(lib.path))
-    return holders
-
-
-def _check_rpath(report, plan, top, own, planned, path, glibc) -> None:
-    """An executable (or a library) whose DT_RPATH reaches its own MPI keeps the host MPI
-    out: name each remedy that would run it on the host MPI, or why it would not."""
-    holders = _rpath_holders(top, own)
-    if not holders:
-        return
-    for how in remedy.REMEDIES:
-        why = remedy.why_not(how, glibc, holders, str(top.path))
-        if not why:
-            trial = loader.closure(str(top.path), planned, path, **_under(plan, how, own))
-            pick = abi_checks.first_of(trial, discover.MAIN_LIBRARY[plan.abi])
-            if not pick or pick.path.parent != PurePosixPath(LINKS_DIR):
-                why = f"under it the loader still picks {pick.path if pick else 'no libmpi'}"
-        report.remedies[how] = why
-    applying = [how for how, why in report.remedies.items() if not why]
-    if report.remedy:
-        if report.remedies[report.remedy]:
-            report.problems.append(
-                f"--rpath-remedy {report.remedy} does not apply: {report.remedies[report.remedy]}"
-            )
-        return
-    where = f"DT_RPATH of {', '.join(holders)}"
-    if applying:
-        report.problems.append(
-            f"{where}: searched before LD_LIBRARY_PATH, so the image's own MPI wins over the "
-            f"bound host MPI (relink with --enable-new-dtags, or bind with --rpath-remedy "
-            f"{' | '.join(applying)})"
-        )
-    else:
-        report.problems.append(
-            f"{where}: searched before LD_LIBRARY_PATH, so the image's own MPI wins, and no "
-            "remedy applies (relink with --enable-new-dtags, or run it in hybrid mode with "
-            "its own MPI: `climstack bind SITE --mode hybrid`)"
-        )
-
-
 def _check_glibc(report: Report, host_libs: list, top, plain: loader.View | None) -> None:
     """The GLIBC_* versions the bound host libraries need from the image's C library (in
     an image, `plain`; none on the host)."""
-    libc = loader.find("libc.so.6", top, [], [], plain) if plain is not None else None
+    libc = loader.find_one("libc.so.6", top, plain) if plain is not None else None
     report.glibc_missing = _glibc_versions(
         [lib.info for lib in host_libs], libc.info if libc else None
     )
@@ -314,6 +252,22 @@ def parse_probe(output: str) -> dict[str, str]:
         if key in PROBE_KEYS:
             found[key] = value.strip()
     return found
+
+
+def loaded_mismatch(plan: Plan, probe: dict[str, str]) -> str:
+    """Why the MPI library the probe says it loaded is not the host's that the plan binds
+    ('' when it is): a link of the plan's links directory, or the host file behind one."""
+    loaded = probe.get("loaded", "")
+    if not loaded:
+        return "the program printed no `loaded:` line, so what it loaded is unknown"
+    names = set(discover.ABIS[plan.abi]) | {n for s in discover.ABIS[plan.abi].values() for n in s}
+    links = {f"{LINKS_DIR}/{name}" for name in plan.links if name in names}
+    if loaded in links or loaded in {plan.links[name] for name in plan.links if name in names}:
+        return ""
+    return (
+        f"it loaded {loaded}, not the host MPI the plan binds ({', '.join(sorted(links))}): "
+        "what ran is not what was verified"
+    )
 
 
 def run_probe(

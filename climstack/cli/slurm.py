@@ -29,7 +29,7 @@ def preflight(plan: Plan, image: Path, components: list[Component]) -> None:
     if plan.mode != "bind" or not image.is_dir():
         return
     for component in components:
-        report = verify.check(component.command[0], plan, image)
+        report = verify.check(component.command[0], plan, image, runtime_image=image)
         if not report.ok:
             raise ClimstackError(
                 f"{component.command[0]} in {image} would not run on the host MPI:\n"

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from climstack.bind.plan import Plan
-from climstack.check.verify import check, parse_probe, render, run_probe
+from climstack.check.verify import check, loaded_mismatch, parse_probe, render, run_probe
 from climstack.errors import ClimstackError
 from climstack.launch import sif_image
 
@@ -21,12 +21,17 @@ def register(commands) -> None:
             raise ClimstackError(
                 f"--image {args.image} does not exist", fix="give the image directory or .sif"
             )
+        if args.run_probe and not (plan and args.image):
+            raise ClimstackError(
+                "--run needs --plan and --image", fix="give both, or leave out --run"
+            )
+        oracle = args.image if args.image and not args.no_oracle else None
         with sif_image.files(args.image) if args.image else nullcontext() as tree:
-            report = check(args.executable, plan, tree)
+            report = check(args.executable, plan, tree, runtime_image=oracle)
+            if args.image and args.no_oracle:
+                report.oracle = "not asked (--no-oracle)"
         print(json.dumps(asdict(report), indent=2) if args.json else render(report))
         if args.run_probe:
-            if not (plan and args.image):
-                raise ClimstackError("--run needs --plan and --image")
             proc = run_probe(plan, args.image, args.executable, shlex.split(args.launcher))
             probe = parse_probe(proc.stdout)
             print(
@@ -35,6 +40,9 @@ def register(commands) -> None:
             )
             if proc.returncode:
                 print(proc.stderr.strip()[-2000:], file=sys.stderr)
+                return 1
+            if mismatch := loaded_mismatch(plan, probe):
+                print(f"run: REFUSED: {mismatch}")
                 return 1
         return 0 if report.ok else 1
 
@@ -52,6 +60,12 @@ def register(commands) -> None:
         dest="run_probe",
         action="store_true",
         help="then run it (mpi-probe) under the plan",
+    )
+    sub.add_argument(
+        "--no-oracle",
+        action="store_true",
+        help="do not ask the image's own ld.so (run under the plan's runtime) to confirm "
+        "the link map",
     )
     sub.add_argument(
         "--launcher",
