@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from climstack.bench import abi
+from climstack.bench.abi import abi
 from climstack.common import process
 from climstack.pins import PROJECT_ROOT
 

@@ -1,6 +1,6 @@
 """Print the comparison's figures: `climstack bench local` on 2 ranks, every mode, REPEATS
 repeats (the mode order rotated per repeat), then its headline through the report's own
-code (climstack.bench.headline and stats: per batch, benchmark and operation group, each
+code (climstack.bench.report.headline and stats: per batch, benchmark and operation group, each
 mode's verdict, time ratio to native, 95% interval and n; a model's bit-for-bit verdicts),
 so that the figures printed here and the report's are one computation.
 
@@ -15,7 +15,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from climstack.bench import headline, records, stats
+from climstack.bench.report import headline, stats
+from climstack.bench.results import records
 from climstack.common import process
 from climstack.pins import PROJECT_ROOT
 

@@ -32,7 +32,7 @@ from climstack.common import process
 from climstack.image import base_image
 from climstack.launch import oci_images
 from climstack.launch.runtimes import apptainer
-from climstack.stack import bench_sources
+from climstack.stack import bench_sources, git_sources
 from climstack.stack import buildcache as bc
 from climstack.stack import debian_sources as ds
 from climstack.stack import environments, lock_cache, oci_cache, signing
@@ -130,7 +130,7 @@ def whole_environment(work: Path, runs: int) -> None:
     """The local environment built at A and installed from A's cache at B, `runs` times."""
     local = environments.resolve("local")
     environments.concretize(local)
-    bench_sources.fill(local, bench_sources.local_mirror())
+    bench_sources.fill(local, git_sources.local_mirror())
     times = {phase: [] for phase in PHASES}
     for run in range(1, runs + 1):
         print(f"-- run {run} of {runs}", flush=True)

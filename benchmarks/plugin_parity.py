@@ -21,7 +21,7 @@ from pathlib import Path
 from bind_vs_native import run
 
 from climstack.bind import plan as plans
-from climstack.bind import plugins
+from climstack.bind import network_plugins
 from climstack.check import parity
 from climstack.common import process
 from climstack.inputs import sites
@@ -56,7 +56,7 @@ def parity_table(image: Path, tmp: Path) -> None:
     for name, (mpi, key, probe, extra) in cases.items():
         prefix = str(mpi.prefix) if key else None
         plan = plan_for(prefix, image, tmp / f"plan-{key}")
-        libraries = {e["host"] for e in plan.closure if not plugins.identify(e["name"])}
+        libraries = {e["host"] for e in plan.closure if not network_plugins.identify(e["name"])}
         launcher = [str(mpi.bin / "mpiexec"), "-n", "2"]
         report = parity.run(plan, image, [str(probe)], PROBE, launcher, env=mpi.env(**extra))
         print(

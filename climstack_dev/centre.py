@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from climstack.common import atomic, stamp
+from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT, cache_dir, spack_user_cache
 from climstack.spack import DEFAULT, Spack
 from climstack.stack import buildcache as bc
@@ -108,3 +109,19 @@ def centre_a():
         cache = DEMO / "caches" / stamp.digest(" ".join(roots))
         bc.push(env, cache.as_uri(), spack=a)
         return a, env, cache.as_uri(), public, report
+
+
+def tarball_of(cache_dir: Path, name: str) -> Path:
+    """The binary tarball of package `name` in a filesystem buildcache (layout v3: a signed
+    manifest per spec lists its blobs by sha256)."""
+    specs = cache_dir / "v3" / "manifests" / "spec" / name
+    manifests = sorted(specs.glob("*.spec.manifest.json"))
+    if not manifests:
+        raise ClimstackError(
+            f"no {name} in buildcache {cache_dir}",
+            fix="push it first (`climstack buildcache push`)",
+        )
+    text = manifests[0].read_text()
+    body = text[text.index("{") : text.rindex("}") + 1]  # inside the clearsigned envelope
+    blob = next(b for b in json.loads(body)["data"] if "install" in b["mediaType"])
+    return cache_dir / "blobs" / "sha256" / blob["checksum"][:2] / blob["checksum"]

@@ -8,6 +8,8 @@ from pathlib import Path
 from climstack_dev.cray_tree import shared_library
 
 from climstack.cray.cray_pe import COMPONENTS, release_table
+from climstack.cray.drift import pinned_modules
+from climstack.inputs import sites
 
 #: what a release ships besides its CPE components (libfabric comes with the Slingshot
 #: host software, GCC is the PrgEnv-gnu default): as site/archer2, Pawsey's Setonix and
@@ -89,3 +91,8 @@ def cpe_tree(root: Path, releases=("23.09",), default="23.09", also=(), defaults
     shared_library(root, "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64/libxpmem.so.0", "libxpmem.so.0")
     (root / "opt/cray/xpmem/default").symlink_to("2.6.2-2.5_2.22")
     return root
+
+
+def cray_sites() -> list[str]:
+    """The sites whose scope has Cray PE externals (archer2, gaea-c6, ...)."""
+    return [name for name in sites.known_sites() if pinned_modules(sites.get(name))]

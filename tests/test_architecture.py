@@ -21,10 +21,19 @@ LAYERS = (
     ("image",),
     ("check",),
     ("jobs",),
-    ("bench",),
+    ("bench.results",),  # the benchmark wing, one room a layer: a run's output read,
+    ("bench.model",),  # a model's case and the bit-for-bit check,
+    ("bench.run",),  # the modes and the run matrix, run here or as a job script,
+    ("bench.report",),  # the statistics and the report,
+    ("bench.abi",),  # the MPI-5 standard ABI lane
     ("cli", "setup", "__main__", "workflow"),
 )
+#: folders cut into rooms of their own: each sub-package is a layer (bench.run, ...)
+ROOMED = ("bench",)
 RANK = {part: rank for rank, layer in enumerate(LAYERS) for part in layer}
+RANK |= {
+    folder: min(r for p, r in RANK.items() if p.startswith(f"{folder}.")) for folder in ROOMED
+}
 #: the only modules that may start processes (the runner) or name Spack's entry point
 PROCESS_RUNNER = {"common/process.py"}
 SPACK_GATEWAY = {"spack/__init__.py"}
@@ -51,21 +60,31 @@ def imported(tree: ast.Module) -> set[str]:
 
 
 def layer_of(module: str) -> str:
-    """climstack.bind.plan -> bind; climstack.errors -> errors; climstack -> ''."""
+    """climstack.bind.plan -> bind; climstack.errors -> errors; climstack -> '';
+    climstack.bench.run.jobs -> bench.run (a room of a ROOMED folder)."""
     parts = module.split(".")
+    if len(parts) > 2 and parts[1] in ROOMED:
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else ""
 
 
 def test_every_part_of_the_package_has_a_layer():
     parts = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()}
-    parts -= {"__init__", "__pycache__"}
+    for folder in ROOMED:
+        parts |= {
+            f"{folder}.{p.stem if p.is_file() else p.name}" for p in (PACKAGE / folder).iterdir()
+        }
+    parts -= {"__init__", "__pycache__"} | {
+        f"{f}.{n}" for f in ROOMED for n in ("__init__", "__pycache__")
+    }
     assert parts == set(RANK), "add the new folder to LAYERS and to docs/architecture.md"
 
 
 def test_no_package_imports_upward():
     upward = []
     for name, tree in modules().items():
-        own = name.split("/")[0].removesuffix(".py")
+        own = layer_of("climstack." + name.removesuffix(".py").replace("/", "."))
+        own = own if own in RANK else name.split("/")[0]  # a ROOMED folder's __init__
         for module in imported(tree):
             if module.startswith("climstack.") and RANK.get(layer_of(module), -1) > RANK[own]:
                 upward.append(f"climstack/{name} imports {module}")

@@ -3,7 +3,6 @@ offline sources) run on 2 ranks by `climstack bench local` natively and in the i
 `climstack image` in every container mode, parsed into tidy records and reported; Intel's
 IMB; bad input (garbled, truncated, unknown, failed runs)."""
 
-import argparse
 import csv
 import json
 import os
@@ -15,12 +14,14 @@ import pytest
 from conftest import PROJECT_ROOT, cpus_alone
 
 from climstack import setup as climstack_setup
-from climstack.bench import catalogue, collect, local, modes, report, runner
-from climstack.bench.records import COLUMNS
+from climstack.bench.report import report
+from climstack.bench.results import collect
+from climstack.bench.run import catalogue, local, modes, runner
+from climstack.bench.results.records import COLUMNS
 from climstack.bind import elf
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check, sif
-from climstack.stack import bench_sources, environments
+from climstack.stack import bench_sources, environments, git_sources
 from climstack_dev import io_libraries, programs
 
 MODES = tuple(catalogue.names(local=True))
@@ -320,9 +321,8 @@ def test_modes_that_cannot_run_say_why(local_run, tmp_path):
     runner.run_all(bench, [without], tmp_path, repeats=1, ranks=2)
     _, failures, _ = collect.read_paths([tmp_path / "raw"])
     assert [f.mode for f in failures] == ["fabric"] and "libfabric" in failures[0].reason
-    args = argparse.Namespace(modes="native,bnid", ranks=2)
     with pytest.raises(ClimstackError, match="unknown mode.*bnid") as refused:
-        local.local_modes(args, {})
+        local.mode_names("native,bnid")
     assert ",".join(MODES) in refused.value.fix
 
 
@@ -371,7 +371,7 @@ def test_sources_are_offline_routes_not_vendored(tmp_path, monkeypatch):
     ).stdout
     assert not [p for p in tracked.split() if p.endswith((".tar.gz", ".tar.xz", ".tgz"))]
     monkeypatch.setenv("CLIMSTACK_MPIBENCH_GIT", str(tmp_path / "no-such-clone"))
-    env = bench_sources.git_environ()
+    env = git_sources.git_environ()
     assert env["GIT_CONFIG_VALUE_0"] == "https://github.com/LLNL/mpiBench.git"
     assert env["GIT_CONFIG_KEY_0"] == f"url.{tmp_path / 'no-such-clone'}.insteadOf"
     bench_sources.fill_git(environments.resolve("local"), tmp_path / "mirror")

@@ -16,11 +16,12 @@ import pytest
 import slurm_cluster
 from conftest import PROJECT_ROOT, cpus_alone
 
-from climstack.bench import collect, jobs, local, matrix, runner, stripes
+from climstack.bench.results import collect
+from climstack.bench.run import jobs, local, matrix, runner, stripes
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
-from climstack.stack import environments
+from climstack.stack import environments, install
 from climstack_dev import cray_tree
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
@@ -308,7 +309,7 @@ def local_image():
     """The local environment's native builds (a no-op when installed) and the image the
     container modes run, if one was built (these tests build none: the I/O benchmarks'
     container runs are tests/test_bench.py's)."""
-    local.install(environments.resolve("local"))
+    install.install(environments.resolve("local"))
     found = image.default_destination(local.IMAGE)
     return found if found.is_dir() else found.with_name("no-image-built")
 

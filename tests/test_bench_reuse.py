@@ -2,7 +2,6 @@
 build, host MPI, harness and arguments are those of now is printed instead of measuring;
 anything of them changed measures again."""
 
-import argparse
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,14 +9,15 @@ from pathlib import Path
 import pytest
 
 from climstack import pins
-from climstack.bench import cases, reuse
+from climstack.bench.model import cases
+from climstack.bench.run import reuse
 from climstack.image import image
 from climstack.inputs import sites
 
 
-def arguments(image_dir: Path, **changed) -> argparse.Namespace:
+def arguments(image_dir: Path, **changed) -> dict:
     given = dict(repeats=3, ranks=2, modes=None, runtime="charliecloud", fabric_prefix=None)
-    return argparse.Namespace(image=str(image_dir), **{**given, **changed})
+    return {"image_dir": image_dir, **given, **changed}
 
 
 @pytest.fixture
@@ -33,13 +33,13 @@ def inputs(tmp_path):
 
 def test_the_key_follows_everything_measured(inputs):
     image_dir, env_dir = inputs
-    first = reuse.key(arguments(image_dir), env_dir, "container-archer2")
-    assert reuse.key(arguments(image_dir), env_dir, "container-archer2") == first
-    assert reuse.key(arguments(image_dir, repeats=5), env_dir, "container-archer2") != first
+    first = reuse.key(env_dir, "container-archer2", **arguments(image_dir))
+    assert reuse.key(env_dir, "container-archer2", **arguments(image_dir)) == first
+    assert reuse.key(env_dir, "container-archer2", **arguments(image_dir, repeats=5)) != first
     (env_dir / "spack.lock").write_text('{"lock": 2}\n')  # the native build changed
-    second = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    second = reuse.key(env_dir, "container-archer2", **arguments(image_dir))
     image.inputs_stamp(image_dir).write_text("image inputs 2\n")  # the image changed
-    assert len({first, second, reuse.key(arguments(image_dir), env_dir, "x")}) == 3
+    assert len({first, second, reuse.key(env_dir, "x", **arguments(image_dir))}) == 3
 
 
 def test_the_key_follows_the_models_case_and_the_sites_bind_yaml(inputs, tmp_path, monkeypatch):
@@ -50,13 +50,13 @@ def test_the_key_follows_the_models_case_and_the_sites_bind_yaml(inputs, tmp_pat
     shutil.copytree(cases.CASES, tmp_path / "cases")
     monkeypatch.setattr(sites, "SITES_DIR", tmp_path / "site")
     monkeypatch.setattr(cases, "CASES", tmp_path / "cases")
-    first = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    first = reuse.key(env_dir, "container-archer2", **arguments(image_dir))
     override = tmp_path / "cases" / "mom6-benchmark" / "MOM_override"
     override.write_text(override.read_text() + "#override DT = 1800.0\n")
-    second = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    second = reuse.key(env_dir, "container-archer2", **arguments(image_dir))
     bind = tmp_path / "site" / "local" / "bind.yaml"
     bind.write_text(bind.read_text() + "# a changed plan\n")
-    third = reuse.key(arguments(image_dir), env_dir, "container-archer2")
+    third = reuse.key(env_dir, "container-archer2", **arguments(image_dir))
     assert len({first, second, third}) == 3
 
 

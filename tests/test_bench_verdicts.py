@@ -15,9 +15,12 @@ import numpy
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import abi, abi_report, cases, collect, headers, headline, parsing
-from climstack.bench import report as bench_report
-from climstack.bench import runner
+from climstack.bench.abi import abi, abi_report
+from climstack.bench.model import cases
+from climstack.bench.report import headline
+from climstack.bench.results import collect, headers, parsing
+from climstack.bench.report import report as bench_report
+from climstack.bench.run import runner
 from climstack.errors import FAILED, ToolFailure
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"

@@ -1,7 +1,7 @@
 """Bit for bit, all of it (issue 48, finding 5): two run directories of a case (an
 `ocean.stats` and NetCDF files written here by netCDF4, laid out as MOM6's: `prog.nc`
 NetCDF-4 with a group, `RESTART/MOM.res.nc` 64-bit offset classic) compared by
-climstack.bench.bitwise and `climstack compare-runs`. Each test changes one thing in one run
+climstack.bench.model.bitwise and `climstack compare-runs`. Each test changes one thing in one run
 and fails on the comparison that looked at top-level variable data only: attributes,
 dimensions, groups, NaN bit patterns, signed zeros, unreadable and missing outputs, files
 without variables, and `run-case --against` checked before the model runs."""
@@ -18,7 +18,7 @@ import numpy
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import bitwise, cases
+from climstack.bench.model import bitwise, cases
 from climstack.cli import run_case
 from climstack.errors import ClimstackError, ToolFailure
 

@@ -21,7 +21,7 @@ from climstack.errors import ClimstackError
 from climstack.stack import buildcache as bc
 from climstack.stack import signing
 from climstack.stack import source_mirror as sm
-from climstack_dev.centre import Centre
+from climstack_dev.centre import Centre, tarball_of
 
 
 def spack_find(centre: Centre, env: Path) -> dict[str, str]:
@@ -194,7 +194,7 @@ def test_tampered_tarball_is_refused(centre_a, tmp_path):
     a, a_env, url, public, _ = centre_a
     copy = tmp_path / "cache"
     shutil.copytree(Path(url.removeprefix("file://")), copy)
-    tarball = bc.tarball_of(copy, "xpmem-stub")
+    tarball = tarball_of(copy, "xpmem-stub")
     data = bytearray(tarball.read_bytes())
     data[len(data) // 2] ^= 0xFF
     tarball.write_bytes(bytes(data))

@@ -14,6 +14,7 @@ from climstack.pins import PROJECT_ROOT
 from climstack.stack import buildcache as bc
 from climstack.stack import debian_sources as ds
 from climstack.stack import environments, signing
+from climstack_dev.centre import tarball_of
 
 
 def git(*args: str) -> subprocess.CompletedProcess:
@@ -135,4 +136,4 @@ def test_mirror_urls_and_the_tarball_layout(tmp_path):
         '"data":[{"mediaType":"application/vnd.spack.install.v2.tar+gzip",'
         '"checksum":"ab12"}]}\n-----BEGIN PGP SIGNATURE-----\n'
     )
-    assert bc.tarball_of(tmp_path, "zlib") == tmp_path / "blobs" / "sha256" / "ab" / "ab12"
+    assert tarball_of(tmp_path, "zlib") == tmp_path / "blobs" / "sha256" / "ab" / "ab12"

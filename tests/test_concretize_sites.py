@@ -5,9 +5,9 @@ import yaml
 from conftest import lock_nodes, roots
 
 from climstack import spack
-from climstack.cray.drift import cray_sites
 from climstack.stack import environments, lock_cache
 from climstack_dev import LOCK_HASHES
+from climstack_dev.cpe_tree import cray_sites
 
 #: site -> (target of its compute nodes' CPU, OS of the Cray PE externals), from the
 #: machines' published hardware: ARCHER2 EPYC 7742, Gaea C5 EPYC 7H12, Gaea C6 EPYC 9654,

@@ -10,11 +10,11 @@ from spython.main.parse.parsers import SingularityParser
 
 from climstack import pins
 from climstack.cray import mpich_base
-from climstack.cray.drift import cray_sites
 from climstack.errors import ClimstackError
 from climstack.image import build_args, image
 from climstack.inputs import sites
 from climstack.stack import containers, environments, lock_cache
+from climstack_dev.cpe_tree import cray_sites
 
 #: the MPICH-ABI images (a Cray MPICH replaces their MPICH); the MPI-5 ABI image's own
 #: tests are in test_mpi_abi.py

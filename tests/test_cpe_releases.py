@@ -4,8 +4,9 @@
 import pytest
 
 from climstack.cray import cray_pe
-from climstack.cray.drift import cray_sites, pinned_modules
+from climstack.cray.drift import pinned_modules
 from climstack.inputs import sites
+from climstack_dev.cpe_tree import cray_sites
 
 CRAY_SITES = cray_sites()
 

@@ -17,8 +17,10 @@ from pathlib import Path, PurePosixPath
 import pytest
 from conftest import needs_charliecloud
 
-from climstack.bench import catalogue, collect, formats, headline, local, runner, seeds
-from climstack.bench.records import Record
+from climstack.bench.report import headline, seeds
+from climstack.bench.results import collect, formats
+from climstack.bench.run import catalogue, local, runner
+from climstack.bench.results.records import Record
 from climstack.bind import families, loader
 from climstack.bind import plan as plans
 from climstack.check import verify

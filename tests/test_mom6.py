@@ -17,10 +17,11 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from climstack import spack
-from climstack.bench import bitwise, cases, local, modes
+from climstack.bench.model import bitwise, cases
+from climstack.bench.run import modes
 from climstack.errors import ClimstackError
 from climstack.launch import launchers
-from climstack.stack import environments
+from climstack.stack import environments, install
 
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
 #: 24 steps of DT = 900 s, 6 hours (the case writes ocean.stats and prog.nc every hour)
@@ -32,7 +33,7 @@ def mom6() -> str:
     """MOM6 as the local environment installs it from offline sources (`climstack install`:
     the source mirror filled with the archives of MOM6 with its submodules, of FMS and of
     FMS's recipe patch; a no-op once installed)."""
-    program = local.install(environments.resolve("local"))["mom6"] / "bin" / "MOM6"
+    program = install.install(environments.resolve("local"))["mom6"] / "bin" / "MOM6"
     assert program.is_file(), program
     return str(program)
 

@@ -16,7 +16,7 @@ from spython.main.parse.parsers import SingularityParser
 
 import slurm_cluster
 from climstack import spack
-from climstack.bench import abi, abi_report
+from climstack.bench.abi import abi, abi_report
 from climstack.bind import discover, loader
 from climstack.bind import plan as plans
 from climstack.check import verify
@@ -24,7 +24,7 @@ from climstack.errors import ClimstackError
 from climstack.image import build_args, image
 from climstack.inputs import sites
 from climstack.jobs import slurm
-from climstack.launch import abi_hosts
+from climstack.bench.abi import abi_hosts
 from climstack.stack import containers, environments, lock_cache
 from climstack_dev import images
 from climstack_dev.programs import compile_probe, mpich, spoil

@@ -13,7 +13,7 @@ from conftest import needs_charliecloud
 from climstack import pins
 from climstack.bind import loader
 from climstack.bind import plan as plans
-from climstack.bind import plugins
+from climstack.bind import network_plugins
 from climstack.check import parity
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
@@ -53,13 +53,13 @@ def without(root: Path, tmp_path: Path, path: str) -> Path:
 
 
 def test_plugin_file_names_give_family_and_provider():
-    assert plugins.identify("libverbs-fi.so") == ("ofi", "verbs")
-    assert plugins.identify("libverbs-1.1-fi.so") == ("ofi", "verbs-1.1")
-    assert plugins.identify("libuct_ib_mlx5.so.0.0.0") == ("ucx", "ib_mlx5")
-    assert plugins.identify("libmlx5-rdmav34.so") == ("verbs", "mlx5")
-    assert plugins.identify("libmpi_gtl_cuda.so.0") == ("gtl", "cuda")
-    assert plugins.identify("libfabric.so.1") is None
-    assert plugins.identify("libuct.so.0") is None
+    assert network_plugins.identify("libverbs-fi.so") == ("ofi", "verbs")
+    assert network_plugins.identify("libverbs-1.1-fi.so") == ("ofi", "verbs-1.1")
+    assert network_plugins.identify("libuct_ib_mlx5.so.0.0.0") == ("ucx", "ib_mlx5")
+    assert network_plugins.identify("libmlx5-rdmav34.so") == ("verbs", "mlx5")
+    assert network_plugins.identify("libmpi_gtl_cuda.so.0") == ("gtl", "cuda")
+    assert network_plugins.identify("libfabric.so.1") is None
+    assert network_plugins.identify("libuct.so.0") is None
 
 
 def test_cray_provider_plugin_is_closed_over_and_reachable_from_the_links(cray_root, tmp_path):

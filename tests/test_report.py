@@ -15,8 +15,9 @@ import matplotlib.image
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import collect, formats, headline, plots, headers
-from climstack.bench.records import Failure, Record
+from climstack.bench.report import headline, plots
+from climstack.bench.results import collect, formats, headers
+from climstack.bench.results.records import Failure, Record
 
 DATA = Path(__file__).parent / "data" / "bench"
 CLIMSTACK = PROJECT_ROOT / "bin" / "climstack"
@@ -423,8 +424,8 @@ def test_headline_cells_pair_repeats_and_invert_rates():
 
 
 def test_left_out_lists_a_few_lines_per_file():
-    from climstack.bench import report
-    from climstack.bench.records import Problem
+    from climstack.bench.report import report
+    from climstack.bench.results.records import Problem
 
     problems = [Problem("a.out", n, "garbled") for n in range(1, 6)]
     items = report._left_out_items(problems + [Problem("b.out", 1, "unknown", "fix it")])

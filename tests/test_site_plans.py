@@ -7,11 +7,11 @@ import pytest
 from climstack.bind import loader
 from climstack.bind import plan as plans
 from climstack.cray import mpich_base
-from climstack.cray.drift import cray_sites
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack_dev import cray_tree
+from climstack_dev.cpe_tree import cray_sites
 
 CRAY_SITES = cray_sites()
 #: the module environment: this tree's libfabric (each site pins its own version)

@@ -246,11 +246,12 @@ def test_cli_preflight_refuses_an_executable_the_host_cannot_run(image, tmp_path
 def test_bench_job_scripts_run_on_the_local_cluster(cluster, tmp_path):
     """`climstack bench local --emit`: the comparisons' scripts, as a centre gets them, run
     through Slurm (every mode, one repeat, 2 ranks); their .out files report every mode."""
-    from climstack.bench import collect, local
+    from climstack.bench.results import collect
+    from climstack.bench.run import local
     from climstack.image import image
-    from climstack.stack import environments
+    from climstack.stack import environments, install
 
-    local.install(environments.resolve("local"))  # the native builds (a no-op when installed)
+    install.install(environments.resolve("local"))  # the native builds (a no-op when installed)
     image_dir = image.build(local.IMAGE, image.default_destination(local.IMAGE))
     jobs = tmp_path / "jobs"
     proc = subprocess.run(

@@ -4,7 +4,6 @@ one rule for the table, the plot and the docs; a fresh --out; bad input refused 
 work with exit status 2; one catalogue row adds a mode. Each test is a negative control
 that the old harness failed."""
 
-import argparse
 import shutil
 import subprocess
 from dataclasses import replace
@@ -13,19 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench import (
-    catalogue,
-    collect,
-    headers,
-    headline,
-    jobs,
-    local,
-    matrix,
-    plots,
-    report,
-    stats,
-)
-from climstack.bench.records import Record
+from climstack.bench.report import headline, plots, report, stats
+from climstack.bench.results import collect, headers
+from climstack.bench.run import catalogue, jobs, local, matrix
+from climstack.bench.results.records import Record
 from climstack.errors import EXIT_CODES
 from climstack.inputs import sites
 
@@ -201,8 +191,7 @@ def test_adding_a_mode_is_one_catalogue_row(monkeypatch, tmp_path):
         "bind-late", "bind, the host MPI loaded late", "container (late binding)", "bind"
     )
     monkeypatch.setattr(catalogue, "ROWS", [*catalogue.ROWS, row])
-    args = argparse.Namespace(modes="native,bind-late")
-    assert local.mode_names(args) == ["native", "bind-late"]
+    assert local.mode_names("native,bind-late") == ["native", "bind-late"]
     assert ["bind-late", "bind, the host MPI loaded late", "container (late binding)"] in (
         catalogue.legend({"native", "bind-late"})
     )
@@ -213,7 +202,7 @@ def test_adding_a_mode_is_one_catalogue_row(monkeypatch, tmp_path):
     assert not failed and plans["bind-late"].mode == "bind"
     text = jobs.script(sites.get("local"), comparison, plans, str(tmp_path / "img"), 2, {})
     assert "run_bind_late() {" in text and "bench bind-late 2 1" in text
-    from climstack.bench import runner
+    from climstack.bench.run import runner
 
     osu = [b for b in runner.LOCAL if b.name == "osu_latency"]
     assert [r.mode for r in runner.plan(osu, ["native", "bind-late"], 2)] == [
@@ -275,7 +264,8 @@ def test_one_ulp_in_one_output_reaches_the_report_and_the_exit_status(tmp_path):
     import netCDF4
     import numpy
 
-    from climstack.bench import cases, runner
+    from climstack.bench.model import cases
+    from climstack.bench.run import runner
 
     out = tmp_path / "out"
     runs = runner.work_root(out) / "mom6"

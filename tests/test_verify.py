@@ -11,7 +11,7 @@ import pytest
 from climstack import pins
 from climstack.bind import elf, loader
 from climstack.bind import plan as planner
-from climstack.check import verify
+from climstack.check import verdict, verify
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack_dev import cray_tree
@@ -88,7 +88,7 @@ def test_host_mpi_needing_a_newer_glibc_is_refused_and_fails_as_predicted(image,
     CHARLIECLOUD.prepare_image(plan, image)
     report = verify.check(f"{BIN}/mpi-probe", plan, image)
     assert not report.ok and "GLIBC_2.38" in report.glibc_missing
-    assert f"need {', '.join(report.glibc_missing)} from the image's C library" in verify.render(
+    assert f"need {', '.join(report.glibc_missing)} from the image's C library" in verdict.render(
         report
     )
     proc = verify.run_probe(plan, image, f"{BIN}/mpi-probe", [])
@@ -100,7 +100,7 @@ def test_host_mpi_needing_a_newer_glibc_is_refused_and_fails_as_predicted(image,
 def test_mpi41_program_refused_on_debian_mpich_402_and_fails_as_predicted(image, plans):
     report = verify.check(f"{BIN}/mpi41", plans["debian"], image)
     assert report.missing == ["MPI_Status_set_source"]
-    assert "lacks 1 MPI symbols the application imports: MPI_Status_set_source" in verify.render(
+    assert "lacks 1 MPI symbols the application imports: MPI_Status_set_source" in verdict.render(
         report
     )
     proc = run_in(plans["debian"], image, f"{BIN}/mpi41", helpers.debian_mpich())
@@ -121,7 +121,7 @@ def test_program_built_on_a_newer_mpich_refused_though_no_symbol_is_missing(
         and f"rebuild the image on an MPICH {series}.x" in p
         for p in report.problems
     ), report.problems
-    assert "verdict: refused" in verify.render(report)
+    assert "verdict: refused" in verdict.render(report)
 
 
 def test_an_unknown_mpich_base_is_never_ok():

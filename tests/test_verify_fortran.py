@@ -15,7 +15,7 @@ import pytest
 
 from climstack.bind import elf
 from climstack.bind import plan as planner
-from climstack.check import verify
+from climstack.check import verdict, verify
 from climstack.inputs import sites
 from climstack_dev.programs import spoil
 
@@ -127,7 +127,7 @@ def test_each_fortran_class_refused_by_name_when_the_host_lacks_it(
 ):
     report = check(programs[program], host(tmp_path, spoiled=symbol), tmp_path)
     assert report.missing == [symbol], report.problems
-    assert f"lacks 1 MPI symbols the application imports: {symbol}" in verify.render(report)
+    assert f"lacks 1 MPI symbols the application imports: {symbol}" in verdict.render(report)
 
 
 def test_two_fortran_runtimes_are_refused(programs, tmp_path):

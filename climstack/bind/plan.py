@@ -16,7 +16,7 @@ from pathlib import Path
 from climstack import inputs, pins
 from climstack.bind import discover, loader, remedy, stages
 from climstack.common import stamp
-from climstack.bind.stages import HOST_SIDE, LINKS_DIR, MODES, container_path  # noqa: F401
+from climstack.bind.stages import LINKS_DIR, MODES
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 

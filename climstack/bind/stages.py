@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Mapping
 
-from climstack.bind import discover, families, loader, plugins
+from climstack.bind import discover, families, loader, network_plugins
 from climstack.inputs import sites
 
 MODES = ("bind", "hybrid", "fabric")
@@ -172,7 +172,7 @@ def container_path(host_dir: PurePosixPath) -> str:
 
 @dataclass(frozen=True)
 class Plugins:
-    """The network plugins beside the plan's libraries (bind.plugins), and the libraries
+    """The network plugins beside the plan's libraries (bind.network_plugins), and the libraries
     they need that the plan must add."""
 
     found: tuple[dict, ...]
@@ -187,8 +187,11 @@ def close_plugins(request: Request, files, search) -> Plugins:
     view, config, lib_dirs = request.view, request.config, library_dirs(files)
     own = [d for d in lib_dirs if container_path(d) == str(d)]  # not system directories
     listed = [d for d in config["plugin_dirs"] if PurePosixPath(d).parent in lib_dirs]
-    found, needed = plugins.close(
-        plugins.candidates(own, listed, request.environ, view), view, search, config["providers"]
+    found, needed = network_plugins.close(
+        network_plugins.candidates(own, listed, request.environ, view),
+        view,
+        search,
+        config["providers"],
     )
     plugin_files = {PurePosixPath(view.resolve(p.path)[0]) for p in found}
     extra = {
@@ -199,7 +202,7 @@ def close_plugins(request: Request, files, search) -> Plugins:
     return Plugins(
         tuple(p.to_dict() for p in found),
         tuple(config["providers"]),
-        tuple(plugins.warnings(found)),
+        tuple(network_plugins.warnings(found)),
         extra,
     )
 

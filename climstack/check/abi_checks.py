@@ -6,7 +6,8 @@ asks of the host library besides the symbols (PMPI_* twins, a Fortran ABI). Part
 from pathlib import PurePosixPath
 
 from climstack.bind import discover, elf, loader
-from climstack.bind.plan import LINKS_DIR, Plan
+from climstack.bind.plan import Plan
+from climstack.bind.stages import LINKS_DIR
 from climstack.check.verdict import Report
 
 #: what each ABI's programs ask for

@@ -7,7 +7,8 @@ host's ADIOS2 must be the image's major."""
 from pathlib import Path, PurePosixPath
 
 from climstack.bind import elf, families, loader
-from climstack.bind.plan import LINKS_DIR, Plan
+from climstack.bind.plan import Plan
+from climstack.bind.stages import LINKS_DIR
 
 HDF5_OVERRIDE = "HDF5_DISABLE_VERSION_CHECK"
 #: what code compiled against HDF5's headers calls first (H5open's macro)

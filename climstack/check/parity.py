@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from climstack.bind import loader, plugins
+from climstack.bind import loader
+from climstack.bind import network_plugins as plugins
 from climstack.bind.plan import Plan
 from climstack.check import container_smoke, verify
 from climstack.common import process

@@ -17,9 +17,10 @@ import re
 from pathlib import Path, PurePosixPath
 
 from climstack.bind import discover, elf, loader, remedy
-from climstack.bind.plan import LINKS_DIR, Plan
+from climstack.bind.plan import Plan
+from climstack.bind.stages import LINKS_DIR
 from climstack.check import abi_checks, family_check, mpi_map, oracle, rpath_advice
-from climstack.check.verdict import Report, render  # noqa: F401 (verify.render)
+from climstack.check.verdict import Report
 from climstack.cray import mpich_base
 from climstack.common import process
 from climstack.common.versions import release

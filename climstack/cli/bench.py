@@ -11,25 +11,18 @@ import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import (
-    abi,
-    abi_report,
-    catalogue,
-    collect,
-    jobs,
-    records,
-    report,
-    reuse,
-    runner,
-    stripes,
-)
-from climstack.bench.local import CCE_ENV, IMAGE, install, local_modes, mode_names, needs_cce
+from climstack.bench.abi import abi, abi_hosts, abi_report
+from climstack.bench.report import report
+from climstack.bench.results import collect, records
+from climstack.bench.run import catalogue, jobs, reuse, runner, stripes
+from climstack.bench.run.local import CCE_ENV, IMAGE, local_modes, mode_names, needs_cce
 from climstack.common import progress
 from climstack.errors import FAILED, NEGATIVE, OK, ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
-from climstack.launch import abi_hosts, runtimes
+from climstack.launch import runtimes
 from climstack.stack import environments
+from climstack.stack.install import install
 
 
 def write_report(found, out: Path, checks=()) -> list[Path]:
@@ -80,14 +73,23 @@ def run_local(args) -> int:
             "or --resume",
             fix="drop --reuse to measure into --out, or drop --out",
         )
-    mode_names(args)
+    mode_names(args.modes)
     out = fresh_out(args)
     env_dir = environments.resolve("local")
     if not (env_dir / "spack.lock").is_file():
         raise ClimstackError(
             f"{env_dir} is not concretized", fix="`climstack concretize local` first"
         )
-    measured = reuse.key(args, env_dir, IMAGE)
+    measured = reuse.key(
+        env_dir,
+        IMAGE,
+        args.image,
+        args.repeats,
+        args.ranks,
+        args.modes,
+        args.runtime,
+        args.fabric_prefix,
+    )
     if args.reuse and (found := reuse.earlier(measured)):
         earlier, status = found
         print(
@@ -99,8 +101,12 @@ def run_local(args) -> int:
     if args.force and out.is_dir():
         shutil.rmtree(out)
     prefixes = install(env_dir)
-    cce = install(environments.resolve(CCE_ENV)) if needs_cce(mode_names(args)) else {}
-    chosen = local_modes(args, prefixes, runner.work_root(out), cce)
+    names = mode_names(args.modes)
+    cce = install(environments.resolve(CCE_ENV)) if needs_cce(names) else {}
+    chosen = local_modes(
+        names, args.ranks, args.runtime, args.image, args.fabric_prefix, prefixes,
+        runner.work_root(out), cce,
+    )  # fmt: skip
     with progress.step(f"running the benchmarks, {args.repeats} repeats, into {out}"):
         runner.run_all(
             list(runner.LOCAL), chosen, out, args.repeats, args.ranks, resume=args.resume
@@ -151,7 +157,7 @@ def run_emit(args) -> None:
     checked_inputs(args)
     out = Path(args.emit)
     image_path = args.image or image.default_destination(IMAGE)
-    only = tuple(mode_names(args, jobs.EMIT_MODES, "--emit --modes"))
+    only = tuple(mode_names(args.modes, jobs.EMIT_MODES, "--emit --modes"))
     site = sites.get(args.site)  # resolved once: every layer below takes the Site
     paths = jobs.emit(site, out, str(image_path), args.repeats, args.ranks, args.root, only=only)
     print(f"climstack bench: {len(paths)} job scripts in {out} (plans in {out / 'plans'}):")

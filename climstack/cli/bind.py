@@ -10,7 +10,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from climstack.bind import discover, families, loader, plan, remedy
+from climstack.bind import discover, families, loader, plan, remedy, stages
 from climstack.common import process
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
@@ -63,7 +63,7 @@ def register(commands) -> None:
         # the renderer's bind syntax is checked before anything is written
         runtime = runtimes.get(made.runtime)
         renderer = runtime.exporter() if args.format == "env" else runtime
-        with_links = [*made.binds, [str(out / "lib"), plan.LINKS_DIR]]
+        with_links = [*made.binds, [str(out / "lib"), stages.LINKS_DIR]]
         renderer.check_bind_paths(dataclasses.replace(made, binds=with_links))
         made = plan.write(made, out)
         for absent in made.absent:
@@ -101,7 +101,7 @@ def register(commands) -> None:
         "render a bind plan for Apptainer or Charliecloud",
     )
     sub.add_argument("site", help="site scope (archer2, gaea-c6, local) or its path")
-    sub.add_argument("--mode", choices=plan.MODES, default="bind")
+    sub.add_argument("--mode", choices=stages.MODES, default="bind")
     sub.add_argument("--prefix", help="host MPI prefix (default: module env, then site scope)")
     sub.add_argument("--fabric-prefix", help="host libfabric prefix (fabric mode)")
     sub.add_argument(

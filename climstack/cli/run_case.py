@@ -1,17 +1,19 @@
 """`climstack run-case`: run a climate model's case (cases/<name>/) natively or in a container
-mode, the benchmarks' launch path (climstack.bench.modes), and record its main-loop time and
-output digests (climstack.bench.cases); `climstack compare-runs`: two runs of a case
-compared bit for bit (climstack.bench.bitwise)."""
+mode, the benchmarks' launch path (climstack.bench.run.modes), and record its main-loop time and
+output digests (climstack.bench.model.cases); `climstack compare-runs`: two runs of a case
+compared bit for bit (climstack.bench.model.bitwise)."""
 
 import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from climstack.bench import bitwise, cases, local, modes
+from climstack.bench.model import bitwise, cases
+from climstack.bench.run import local, modes
 from climstack.errors import ClimstackError
 from climstack.launch import launchers, runtimes
 from climstack.stack import environments
+from climstack.stack.install import installed
 
 
 def _mode_and_program(args, case, run_dir: Path) -> tuple[modes.Mode, str]:
@@ -30,9 +32,11 @@ def _mode_and_program(args, case, run_dir: Path) -> tuple[modes.Mode, str]:
             f"--program with --mode {args.mode}: a container mode runs the image's build",
             fix="leave --program out (or use --mode native)",
         )
-    args.modes = args.mode
-    prefixes = local.installed(environments.resolve("local"))
-    (mode,) = local.local_modes(args, prefixes, run_dir)
+    names = local.mode_names(args.mode)
+    prefixes = installed(environments.resolve("local"))
+    (mode,) = local.local_modes(
+        names, args.ranks, args.runtime, args.image, args.fabric_prefix, prefixes, run_dir
+    )
     if mode.unavailable:
         raise ClimstackError(f"--mode {args.mode}: {mode.unavailable}")
     try:

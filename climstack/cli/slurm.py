@@ -5,7 +5,7 @@ from pathlib import Path
 
 from climstack.bind import families
 from climstack.bind.plan import Plan
-from climstack.check import parity, verify
+from climstack.check import parity, verdict, verify
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.jobs.slurm import Component, script
@@ -33,7 +33,7 @@ def preflight(plan: Plan, image: Path, components: list[Component]) -> None:
         if not report.ok:
             raise ClimstackError(
                 f"{component.command[0]} in {image} would not run on the host MPI:\n"
-                + verify.render(report),
+                + verdict.render(report),
                 fix="rebuild it (RUNPATH, an MPICH no newer than the host's base), or "
                 "--no-verify to write the script anyway",
             )

@@ -9,7 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from climstack.bind.plan import Plan
-from climstack.check.verify import check, loaded_mismatch, parse_probe, render, run_probe
+from climstack.check.verdict import render
+from climstack.check.verify import check, loaded_mismatch, parse_probe, run_probe
 from climstack.errors import ClimstackError
 from climstack.launch import sif_image
 

@@ -62,11 +62,6 @@ def pinned_modules(site: sites.Site) -> dict[str, str]:
     return {c.module: v for _, _, c, v in pe_externals(site) if v[:1].isdigit()}
 
 
-def cray_sites() -> list[str]:
-    """The sites whose scope has Cray PE externals (archer2, gaea-c6, ...)."""
-    return [name for name in sites.known_sites() if pinned_modules(sites.get(name))]
-
-
 def check(site: sites.Site, pe: CrayPe) -> list[Finding]:
     findings = [Finding(*found) for found in pe_externals(site)]
     for finding in findings:

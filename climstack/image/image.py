@@ -28,7 +28,14 @@ from climstack import spack as gateway
 from climstack.common import cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.image import mpich_fortran
-from climstack.stack import bench_sources, containers, develop_trees, environments, recipes
+from climstack.stack import (
+    bench_sources,
+    containers,
+    develop_trees,
+    environments,
+    git_sources,
+    recipes,
+)
 
 BASE_PACKAGES = (
     "build-essential",
@@ -259,7 +266,7 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
         spack = str(gateway.SPACK)
         with progress.step("concretizing the image's environment in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
-        bench_sources.fill(env_in_image, bench_sources.local_mirror())  # the slice's sources
+        bench_sources.fill(env_in_image, git_sources.local_mirror())  # the slice's sources
         with progress.step(f"installing the slice {SLICE['CLIMSTACK_IMAGE_SLICE']} in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
         with progress.step("keeping the builds for the next image (spack buildcache push)"):

@@ -34,7 +34,7 @@ from climstack.spack import DEFAULT, Spack
 from climstack.stack import develop_trees, source_mirror
 from climstack.stack.debian_sources import DebianSources
 from climstack.stack.git_archives import assemble, place_patch, place_release
-from climstack.stack.git_sources import (  # noqa: F401 (git_environ, local_mirror: its API)
+from climstack.stack.git_sources import (
     ASSEMBLED,
     GIT_PATCHES,
     GIT_RELEASES,
@@ -42,7 +42,6 @@ from climstack.stack.git_sources import (  # noqa: F401 (git_environ, local_mirr
     IO_LAYERS,
     SUBMODULE_SOURCES,
     git_environ,
-    local_mirror,
 )
 
 

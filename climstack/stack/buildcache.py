@@ -130,22 +130,6 @@ def push(
     return proc.stdout
 
 
-def tarball_of(cache_dir: Path, name: str) -> Path:
-    """The binary tarball of package `name` in a filesystem buildcache (layout v3: a signed
-    manifest per spec lists its blobs by sha256)."""
-    specs = cache_dir / "v3" / "manifests" / "spec" / name
-    manifests = sorted(specs.glob("*.spec.manifest.json"))
-    if not manifests:
-        raise ClimstackError(
-            f"no {name} in buildcache {cache_dir}",
-            fix="push it first (`climstack buildcache push`)",
-        )
-    text = manifests[0].read_text()
-    body = text[text.index("{") : text.rindex("}") + 1]  # inside the clearsigned envelope
-    blob = next(b for b in json.loads(body)["data"] if "install" in b["mediaType"])
-    return cache_dir / "blobs" / "sha256" / blob["checksum"][:2] / blob["checksum"]
-
-
 def lock_roots(lock: Path) -> list[str]:
     try:
         return [root["spec"] for root in json.loads(lock.read_text())["roots"]]

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import formats
+from climstack.bench.results import formats
 from climstack.common import atomic, process
 from climstack.errors import ClimstackError, ToolFailure
 

@@ -1,4 +1,4 @@
-"""A NetCDF output read for a comparison (climstack.bench.bitwise): whole or not at all,
+"""A NetCDF output read for a comparison (climstack.bench.model.bitwise): whole or not at all,
 as a tree of its groups with their attributes, dimensions and variables, the data left in
 the file to read variable by variable.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import netCDF4
 import numpy
 
-from climstack.bench import cases
+from climstack.bench.model import cases
 from climstack.errors import ToolFailure
 
 

@@ -12,15 +12,14 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from climstack.bench.io_formats import (
+from climstack.bench.results.io_formats import (
     BENCHIO_AVERAGE,
     BENCHIO_WRITE,
     benchio,
     benchio_adios2,
     netcdf_bench,
 )
-from climstack.bench.parsing import (  # noqa: F401 (Measurement: the parsers' result)
-    Garbled,
+from climstack.bench.results.parsing import (
     Lines,
     Measurement,
     Parser,

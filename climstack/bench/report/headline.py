@@ -2,7 +2,7 @@
 operation group (point-to-point latency of small and of large messages, bandwidth, each
 collective, each I/O layer, the model's main loop and total runtime), each mode's slowdown
 against native in one number with its confidence interval and verdict
-(climstack.bench.stats: one method for the table, the plot and `make bench`); for a
+(climstack.bench.report.stats: one method for the table, the plot and `make bench`); for a
 model, whether each mode's outputs were bit-identical to native's (a note on its cell).
 
 Per repeat, the geometric mean over sizes of the paired time ratios mode/native (repeat i
@@ -13,8 +13,10 @@ rather than being averaged away."""
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
 
-from climstack.bench import catalogue, formats, stats
-from climstack.bench.records import (
+from climstack.bench.report import stats
+from climstack.bench.results import formats
+from climstack.bench.run import catalogue
+from climstack.bench.results.records import (
     DIFFERS,
     IDENTICAL,
     BitCheck,

@@ -8,7 +8,9 @@ bench local` without --reuse always measures again."""
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench import cases, runner
+from climstack.bench.model import cases
+from climstack.bench.run import runner
+from climstack.bench.run.local import CCE_ENV
 from climstack.bind import discover, loader
 from climstack.common import atomic, stamp
 from climstack.image import image
@@ -18,19 +20,29 @@ KEY_FILE = "measured.key"
 STATUS_FILE = "exit-status"
 
 
-def key(args, env_dir: Path, image_name: str) -> str:
-    """What the comparison measures, digested."""
+def key(
+    env_dir: Path,
+    image_name: str,
+    image_dir: Path | None,
+    repeats: int,
+    ranks: int,
+    modes: str | None,
+    runtime: str,
+    fabric_prefix: str | None,
+) -> str:
+    """What the comparison measures, digested: the local environment `env_dir`, the image
+    (`image_dir`, else `image_name`'s inputs) and the arguments the modes run with."""
     site = sites.get("local")
     host = discover.discover(loader.View(), None, site, None)
     mpi = Path(host.libraries["libmpi.so.12"]).resolve()
     facts = f"{mpi} {mpi.stat().st_size} {mpi.stat().st_mtime_ns}"
     pictured = (
-        stamp.digest(image.inputs_stamp(Path(args.image)))
-        if args.image
+        stamp.digest(image.inputs_stamp(Path(image_dir)))
+        if image_dir
         else image.inputs_key(image_name)
     )
-    arguments = f"{args.repeats} {args.ranks} {args.modes} {args.runtime} {args.fabric_prefix}"
-    cce = env_dir.parent / "local-cce" / "spack.lock"  # the CCE stand-in's build
+    arguments = f"{repeats} {ranks} {modes} {runtime} {fabric_prefix}"
+    cce = env_dir.parent / CCE_ENV / "spack.lock"  # the CCE stand-in's build
     models = sorted({b.case for b in runner.LOCAL if b.case})
     return stamp.digest(
         pictured,

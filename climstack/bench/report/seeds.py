@@ -8,7 +8,7 @@ table was found, so they are reference values, never inputs to a verdict."""
 import statistics
 from dataclasses import dataclass
 
-from climstack.bench.records import Record, batch_text
+from climstack.bench.results.records import Record, batch_text
 
 SOURCE_NETCDF = (
     "ARCHER2 container guide, NetCDF-Bench write (MiB/s); PrgEnv-gnu and PrgEnv-cray on "

@@ -1,5 +1,5 @@
 """The MPI-5 standard ABI comparison: one image (containers/mpi-abi), unchanged, run in bind
-mode on each host MPI of the standard ABI (climstack.launch.abi_hosts), beside the same
+mode on each host MPI of the standard ABI (climstack.bench.abi.abi_hosts), beside the same
 OSU benchmarks built natively with that MPI's own compiler wrapper; the order of hosts
 and of image/native rotates between repeats. Each cell of the matrix (host MPI x
 benchmark) is the geometric mean over repeats of the image/native time ratio (a rate's
@@ -15,14 +15,17 @@ import os
 import tarfile
 from pathlib import Path
 
-from climstack.bench import bitwise, formats, stats
+from climstack.bench.model import bitwise
+from climstack.bench.report import stats
+from climstack.bench.results import formats
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
 from climstack.common import atomic, process, progress
 from climstack.errors import ClimstackError, ToolFailure
 from climstack.inputs import sites
-from climstack.launch import abi_hosts, launch, launchers, runtimes
-from climstack.stack import bench_sources
+from climstack.bench.abi import abi_hosts
+from climstack.launch import launch, launchers, runtimes
+from climstack.stack import git_sources
 
 VIEW = "/opt/views/view"
 PROBE = f"{VIEW}/bin/mpi-probe"
@@ -52,10 +55,10 @@ def image_program(bench: str) -> str:
 
 def osu_tarball() -> Path:
     """OSU's source tarball in the source mirror (the image's build filled it)."""
-    found = sorted((bench_sources.local_mirror() / "osu-micro-benchmarks").glob("*.tar.gz"))
+    found = sorted((git_sources.local_mirror() / "osu-micro-benchmarks").glob("*.tar.gz"))
     if not found:
         raise ClimstackError(
-            f"no OSU source tarball in {bench_sources.local_mirror()}/osu-micro-benchmarks",
+            f"no OSU source tarball in {git_sources.local_mirror()}/osu-micro-benchmarks",
             fix="build the image first (bin/climstack image container-mpi-abi fills the mirror)",
         )
     return found[-1]

@@ -15,8 +15,9 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
-from climstack.bench import catalogue, stats  # noqa: E402
-from climstack.bench.records import Record, batch_text  # noqa: E402
+from climstack.bench.report import stats  # noqa: E402
+from climstack.bench.run import catalogue  # noqa: E402
+from climstack.bench.results.records import Record, batch_text  # noqa: E402
 
 SIZED = ("latency", "bandwidth")
 PALETTE = plt.get_cmap("tab10").colors
@@ -101,7 +102,7 @@ def rates(records: list[Record], title: str, path: Path) -> Path:
 
 
 def summary(rows, path: Path) -> Path:
-    """The headline (climstack.bench.headline rows): per benchmark and operation group, each
+    """The headline (climstack.bench.report.headline rows): per benchmark and operation group, each
     mode's time ratio to native with its confidence interval (stats), log axis around 1,
     the band of `within` shaded."""
     modes = list(rows[0].cells)

@@ -1,7 +1,7 @@
 """Run the local environment's benchmarks on this machine: the run matrix
-(climstack.bench.matrix: every benchmark in every mode, repeat after repeat, the mode order
+(climstack.bench.run.matrix: every benchmark in every mode, repeat after repeat, the mode order
 rotated per repeat), each run's raw output kept after a header line saying what it was and
-where and when it ran (climstack.bench.collect writes and reads it). A model's case runs in
+where and when it ran (climstack.bench.results.collect writes and reads it). A model's case runs in
 a run directory of its own per mode and repeat, and each is compared bit for bit with
 native's of the same repeat; the comparisons go to raw/<model>.bitwise.out as `bitwise`
 header lines, which the report reads as it reads a centre job's."""
@@ -14,11 +14,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from climstack.bench import bitwise, catalogue, cases, matrix
-from climstack.bench.headers import BITWISE, FAILED, HEADER, header
-from climstack.bench.modes import Mode
-from climstack.bench.records import DIFFERS, IDENTICAL
-from climstack.bench.records import FAILED as CHECK_FAILED
+from climstack.bench.model import bitwise, cases
+from climstack.bench.run import catalogue, matrix
+from climstack.bench.results.headers import BITWISE, FAILED, HEADER, header
+from climstack.bench.run.modes import Mode
+from climstack.bench.results.records import DIFFERS, IDENTICAL
+from climstack.bench.results.records import FAILED as CHECK_FAILED
 from climstack.common import process
 from climstack.errors import ClimstackError
 

@@ -1,4 +1,4 @@
-"""The MPI-5 standard ABI comparison's report (climstack.bench.abi runs it): the matrix of
+"""The MPI-5 standard ABI comparison's report (climstack.bench.abi.abi runs it): the matrix of
 image/native ratios per host MPI and benchmark, and the compatibility table, image ABI x host
 MPI, whose verdicts `bind` and `verify` compute here on the real libraries."""
 
@@ -6,14 +6,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from climstack.bench import stats
-from climstack.bench.abi import PROBE
+from climstack.bench.report import stats
+from climstack.bench.abi.abi import PROBE
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
 from climstack.common import wheels
 from climstack.errors import NEGATIVE, OK, ClimstackError
 from climstack.inputs import sites
-from climstack.launch import abi_hosts
+from climstack.bench.abi import abi_hosts
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The run modes of the comparison (climstack.bench.catalogue's rows), each a way to launch
+"""The run modes of the comparison (climstack.bench.run.catalogue's rows), each a way to launch
 the same benchmark: native (the host's build on the host MPI) or a container mode (the
 image's build on a bind plan, `climstack bind`'s, with the catalogue's host families).
 
@@ -10,7 +10,7 @@ program is verified under its mode's plan (`climstack verify`) before it runs.
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from climstack.bench import catalogue
+from climstack.bench.run import catalogue
 from climstack.bind import loader, plan
 from climstack.check import verify
 from climstack.errors import ClimstackError

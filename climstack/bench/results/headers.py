@@ -1,5 +1,5 @@
 """The header line before each run's output, written by the local runner and the emitted
-job scripts (`header`) and read by climstack.bench.collect (`parse`, `split_runs`):
+job scripts (`header`) and read by climstack.bench.results.collect (`parse`, `split_runs`):
 
     climstack-bench: benchmark=osu mode=bind ranks=128 nodes=1 runtime=apptainer \
         site=archer2 host=nid001 job=4711 start=2026-11-26T10:00:00Z repeat=2 order=3
@@ -8,7 +8,7 @@ job scripts (`header`) and read by climstack.bench.collect (`parse`, `split_runs
 
 site, host and job name the batch of runs a record belongs to (only runs of one batch are
 paired); `order` is the run's place in its repeat's rotated mode order
-(climstack.bench.matrix); a `bitwise` line is a model run compared with native's, what
+(climstack.bench.run.matrix); a `bitwise` line is a model run compared with native's, what
 differs in the lines below it.
 """
 
@@ -28,7 +28,7 @@ KEYS = (
     "benchmark", "mode", "ranks", "nodes", "runtime", "site", "host", "job", "start",
     "repeat", "order", "operation",
 )  # fmt: skip
-STRIPE = ("stripe_count", "stripe_size")  # benchio's Lustre sweep (climstack.bench.jobs)
+STRIPE = ("stripe_count", "stripe_size")  # benchio's Lustre sweep (climstack.bench.run.jobs)
 COUNTS = ("ranks", "nodes", "repeat", "order")
 PLAIN = re.compile(r"[\w.:+/@$%{}-]+")  # a header value that needs no quotes
 FAILED, BITWISE = "failed", "bitwise"  # the words that mark a failed run, a comparison

@@ -2,7 +2,7 @@
 $CLIMSTACK_BENCH_DIR, the files it reads there (adios2.xml), and, where the site has Lustre
 (`lustre:` in its bind.yaml), the sweep of stripe settings a comparison asks for: the
 site's counts x sizes, or a study's own (STUDY_SWEEP). Lines of a job script, for
-climstack.bench.jobs."""
+climstack.bench.run.jobs."""
 
 from climstack.inputs import sites
 

@@ -8,7 +8,7 @@ bit patterns that differ at equal values (NaN payloads, -0.0 vs 0.0) are named a
 
 An output missing from one run, or one that does not read (empty, truncated, corrupt), is
 no verdict: it raises a ToolFailure naming the file (NetCDF files are read, and checked
-whole, by climstack.bench.netcdf_read). So does a comparison that compared nothing (a
+whole, by climstack.bench.model.netcdf_read). So does a comparison that compared nothing (a
 NetCDF file without variables, an empty *.stats, is not counted)."""
 
 from dataclasses import dataclass, field
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy
 
-from climstack.bench import cases, netcdf_read
+from climstack.bench.model import cases, netcdf_read
 from climstack.errors import ClimstackError, ToolFailure
 
 #: global attributes two runs with the same answers may differ in, and only those: `history`

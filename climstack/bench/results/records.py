@@ -11,12 +11,12 @@ from climstack.common import atomic
 
 @dataclass(frozen=True)
 class Record:
-    benchmark: str  # a format of climstack.bench.formats (osu, imb, ...) or a model (mom6)
+    benchmark: str  # a format of climstack.bench.results.formats (osu, imb, ...) or a model (mom6)
     operation: str  # latency, allgather, Bcast, write, MPI-IO, PingPong, Total runtime, ...
     bytes: int | None  # message or data size; None where the benchmark has one size
     ranks: int
     nodes: int
-    mode: str  # a mode of climstack.bench.catalogue (or one a published output names)
+    mode: str  # a mode of climstack.bench.run.catalogue (or one a published output names)
     runtime: str  # none, charliecloud, apptainer
     site: str
     metric: str  # latency, bandwidth, rate, time

@@ -1,6 +1,6 @@
 """The run matrix, computed once: every run of a comparison (benchmark, mode, repeat, its
 place in the repeat's order, the Lustre stripe setting) in the order it runs. The local
-executor (climstack.bench.runner) and the centre's job script (climstack.bench.jobs) both
+executor (climstack.bench.run.runner) and the centre's job script (climstack.bench.run.jobs) both
 render this list, so a comparison runs the same way here and at a centre.
 
 Within a repeat every mode runs once; the mode order is rotated from one repeat to the

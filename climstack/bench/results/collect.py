@@ -1,13 +1,13 @@
 """Raw output files (ours, a directory of Slurm .out files copied back from a centre, or
 outputs others published) into records. Each run in a file starts with a header line
-(climstack.bench.headers) the runner and the emitted job scripts print. A run at a Lustre
+(climstack.bench.results.headers) the runner and the emitted job scripts print. A run at a Lustre
 stripe setting (benchio's sweep) says `stripe_count=4 stripe_size=1M`: its operations are
 named with it (`MPI-IO (lfs -c 4 -S 1M)`), so the report compares the modes per setting.
 
 Two runs that would share (batch, benchmark, mode, repeat) are not merged: the later one is
 left out, named with the fix, whether in two files or in one (a requeued Slurm job appends
 its second attempt to its .out). A value that is no positive finite number (0, nan, inf)
-is left out the same way (climstack.bench.parsing). A file without a header line is a
+is left out the same way (climstack.bench.results.parsing). A file without a header line is a
 single run whose context comes from its sidecar `FILE.yaml` (`mode: native`, and any other
 header key) or from `--label FILE=MODE`; a header line wins over both, a label over the
 sidecar. What cannot be read (an unknown format, no mode, a garbled line) is left out with
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from climstack.bench import formats
-from climstack.bench.headers import (
+from climstack.bench.results import formats
+from climstack.bench.results.headers import (
     BITWISE,
     COUNTS,
     DEFAULTS,
@@ -33,7 +33,7 @@ from climstack.bench.headers import (
     count,
     split_runs,
 )
-from climstack.bench.records import BitCheck, Failure, Problem, Record
+from climstack.bench.results.records import BitCheck, Failure, Problem, Record
 from climstack.errors import ClimstackError
 
 SUFFIXES = (".out", ".txt", ".log")

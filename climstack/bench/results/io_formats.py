@@ -1,11 +1,11 @@
 """Parsers of the I/O benchmarks' outputs: NetCDF-Bench (benchtool), EPCC's benchio, and
 benchio with ADIOS2 (Farr and Henty's, the comparison of I/O layers). Each takes the
-numbered lines of one run and yields measurements (climstack.bench.parsing)."""
+numbered lines of one run and yields measurements (climstack.bench.results.parsing)."""
 
 import re
 from collections.abc import Iterator
 
-from climstack.bench.parsing import (
+from climstack.bench.results.parsing import (
     Garbled,
     Lines,
     Measurement,

@@ -1,8 +1,8 @@
-"""Records into the report a reader reads top down: the headline (climstack.bench.headline)
+"""Records into the report a reader reads top down: the headline (climstack.bench.report.headline)
 and its plot, the failed runs and what was left out, then per batch of runs and benchmark
 the field's comparison tables: per operation and size, each mode's median and range over
-repeats and its ratio to native with the interval and verdict of climstack.bench.stats (the
-headline's method, per size). Written as report.md, report.html (climstack.bench.page) and
+repeats and its ratio to native with the interval and verdict of climstack.bench.report.stats (the
+headline's method, per size). Written as report.md, report.html (climstack.bench.report.page) and
 summary.json, from one list of blocks."""
 
 import json
@@ -10,8 +10,10 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from climstack.bench import catalogue, formats, headline, page, seeds, stats
-from climstack.bench.records import Failure, Problem, Record, batch_text
+from climstack.bench.report import headline, page, seeds, stats
+from climstack.bench.results import formats
+from climstack.bench.run import catalogue
+from climstack.bench.results.records import Failure, Problem, Record, batch_text
 from climstack.common import atomic
 
 BASELINE = headline.BASELINE
@@ -189,7 +191,7 @@ def markdown(records: list[Record], failures: list[Failure], problems: list[Prob
 
 def write(records, failures, problems, out: Path, checks=()) -> list[Path]:
     """report.md, report.html, summary.json and the plots under `out`; the files written."""
-    from climstack.bench import plots  # matplotlib takes 0.4 s: only the commands that draw
+    from climstack.bench.report import plots  # matplotlib takes 0.4 s: only the commands that draw
 
     rows = headline.rows(records, failures, checks)
     drawn = plots.draw(records, out)

@@ -1,27 +1,24 @@
 """`climstack bench SITE --emit DIR`: the Slurm job scripts that reproduce the field's
 comparisons at a centre, one per comparison. Each script is the comparison's run matrix
-(climstack.bench.matrix, the list the local runner runs too) rendered by a Jinja template
-(templates/job.sh.j2): one function per mode,
-then one `bench MODE REPEAT ORDER` line per run in the matrix's order (each repeat runs every
-mode once, the order rotated per repeat), every run's output after a `climstack-bench:`
-header line (climstack.bench.collect's writer) naming the site, host, job and start, so that
-`climstack bench report` reads the job's .out file as it comes back.
+(climstack.bench.run.matrix, the list the local runner runs too) rendered by a Jinja
+template (templates/job.sh.j2): one function per mode, then one `bench MODE REPEAT ORDER`
+line per run in the matrix's order (each repeat runs every mode once, the order rotated per
+repeat), every run's output after a `climstack-bench:` header line (the writer of
+climstack.bench.results.headers) naming the site, host, job and start, so that `climstack
+bench report` reads the job's .out file as it comes back.
 
 Run it where the jobs will run (a login node): the bind plans are made there, from the
 host's MPI and libraries (`climstack bind`), into DIR/plans. Native runs use the site
 environment's own builds (`spack location -i` at job time); container runs use the image's
 view, and its copies without libxpmem.so.0 (image.NOXPMEM) for bind-noxpmem.
 
-benchio writes into a directory of its own (`benchio_files` below
-$CLIMSTACK_BENCH_DIR, default the submit directory, `/benchio-JOBID`). Where the site has
-Lustre (`lustre:` in its bind.yaml), its job sweeps the stripe settings EPCC's benchio study
-and the ARCHER2 notes vary: before each set of runs (every mode, rotated) it empties the
-directory and runs `lfs setstripe -c COUNT -S SIZE` on it, and each run's header line says
-`stripe_count=COUNT stripe_size=SIZE` (the report groups the rates by them); the job stops
-before any run if the directory is not on Lustre. Without `lustre:` it runs as the other
-scripts do and says so in a comment line. The comparison of I/O layers (benchio with
-ADIOS2, `io-layers-*`) sweeps the I/O study's own settings (STUDY_SWEEP) the same way, in
-`striped/`, after writing the engine's adios2.xml where its ranks start.
+benchio writes into a directory of its own below $CLIMSTACK_BENCH_DIR (default the submit
+directory). Where the site has Lustre (`lustre:` in its bind.yaml), its job sweeps the stripe
+settings EPCC's benchio study and the ARCHER2 notes vary, and the comparison of I/O layers
+(benchio with ADIOS2, `io-layers-*`) the I/O study's own (STUDY_SWEEP): the directory, the
+settings and the lines that set them before each set of runs are climstack.bench.run.stripes's;
+each run's header line says `stripe_count=COUNT stripe_size=SIZE` (the report groups the rates
+by them). Without `lustre:` it runs as the other scripts do and says so in a comment line.
 
 A model's case (MOM6) runs each mode and repeat in a run directory of its own below
 $CLIMSTACK_BENCH_DIR (`mom6-JOBID/MODE.rREPEAT`), copied from the case prepared at emit time
@@ -41,8 +38,9 @@ from pathlib import Path
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.bench import catalogue, cases, matrix, runner, stripes
-from climstack.bench.headers import BITWISE, FAILED, header
+from climstack.bench.model import cases
+from climstack.bench.run import catalogue, matrix, runner, stripes
+from climstack.bench.results.headers import BITWISE, FAILED, header
 from climstack.bind import loader, plan
 from climstack.common import atomic
 from climstack.errors import ClimstackError
@@ -162,7 +160,7 @@ def runs(comparison: Comparison, repeats: int, reasons: dict, lustre=None) -> li
     return matrix.runs([(comparison.benchmark, modes)], repeats, sweep)
 
 
-TEMPLATE = "job.sh.j2"  # climstack/bench/templates/: a comparison's job script
+TEMPLATE = "job.sh.j2"  # climstack/bench/run/templates/: a comparison's job script
 
 
 def script(
@@ -216,7 +214,7 @@ def script(
 
 def _template():
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("climstack.bench"),
+        loader=jinja2.PackageLoader("climstack.bench.run"),
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,

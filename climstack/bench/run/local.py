@@ -1,0 +1,77 @@
+"""What `climstack bench local` runs on: the image its container modes use, and the modes
+themselves (the local environment it runs natively is climstack.stack.install's)."""
+
+import os
+from pathlib import Path
+
+from climstack.bench.run import catalogue, modes
+from climstack.check import container_smoke
+from climstack.image import image
+from climstack.launch import launchers, runtimes
+
+#: the container environment whose image the container modes run (`climstack image`)
+IMAGE = "container-archer2"
+#: the host's CCE stand-in build (Debian's clang: NetCDF-C, NetCDF-Bench), which the modes
+#: of PrgEnv-cray's flavour run or bind
+CCE_ENV = "local-cce"
+
+
+def needs_cce(names: list[str]) -> bool:
+    """Whether the modes `names` run or bind the CCE stand-in's build."""
+    return any(
+        catalogue.get(n).binary == catalogue.HOST_CCE or catalogue.get(n).flavour == "cray"
+        for n in names
+    )
+
+
+def mode_names(asked: str | None, known=None, what: str = "--modes") -> list[str]:
+    """`asked` (--modes: comma-separated, None for all), checked against `known` (default:
+    the catalogue's local modes)."""
+    return catalogue.chosen(asked, list(known or catalogue.names(local=True)), what)
+
+
+def local_modes(
+    names: list[str],
+    ranks: int,
+    runtime: str,
+    image_dir: Path | None,
+    fabric_prefix: str | None,
+    prefixes: dict[str, Path],
+    work: Path | None = None,
+    cce: dict[str, Path] | None = None,
+) -> list[modes.Mode]:
+    """The modes `names` (mode_names: --modes checked) on `ranks` ranks, the container ones
+    on `climstack image`'s image (`image_dir`, default: its default destination) under
+    `runtime`, with the runs' directory `work` bound in (the files the I/O benchmarks
+    write); `cce`: the CCE stand-in's prefixes (native-cce runs them,
+    bind-host-netcdf-cray binds them)."""
+    cce = cce or {}
+    launcher = launchers.get("mpiexec").argv(ranks)
+    container = [n for n in names if catalogue.get(n).container]
+    chosen = []
+    if container:
+        image_dir = image.build(IMAGE, image_dir or image.default_destination(IMAGE))
+        target = str(container_smoke.target(IMAGE, runtime, image_dir))
+        no_home = runtimes.get(runtime).env(home=False)
+        env = {**os.environ, **no_home}  # the process runner sets USER
+        # the host's NetCDF is the local environment's build, C and Fortran, or the CCE
+        # stand-in's, C only (HDF5: the site's external, for both)
+        netcdf = [str(prefixes[p]) for p in ("netcdf-c", "netcdf-fortran") if p in prefixes]
+        by_flavour = {
+            None: {"netcdf": ":".join(netcdf) or None},
+            "cray": {"netcdf": str(cce["netcdf-c"]) if "netcdf-c" in cce else None},
+        }
+        for name in container:
+            host_netcdf = by_flavour[catalogue.get(name).flavour]
+            chosen.append(
+                modes.container(
+                    name, image_dir, launcher, ranks, runtime, target,
+                    fabric_prefix, env, host_netcdf, work,
+                )  # fmt: skip
+            )
+    by_name = {m.name: m for m in chosen}
+    if "native" in names:
+        by_name["native"] = modes.native(launcher, prefixes)
+    if "native-cce" in names:
+        by_name["native-cce"] = modes.native(launcher, cce, "native-cce")
+    return [by_name[n] for n in names]
