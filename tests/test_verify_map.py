@@ -212,3 +212,27 @@ def test_run_that_loaded_the_images_mpi_is_refused(app, tmp_path):
     assert verify.loaded_mismatch(made, good) == ""
     assert "no `loaded:` line" in verify.loaded_mismatch(made, {})
     assert verify.loaded_mismatch(replace(made, links={}), good)  # a plan without MPI
+
+
+def test_a_model_that_disagrees_with_the_images_loader_is_never_ok(app, tmp_path, monkeypatch):
+    """A deliberately wrong model (LD_LIBRARY_PATH before every DT_RPATH) says via-lib loads
+    the host's MPI; the image's own ld.so says the image's: verify refuses, naming both."""
+    from climstack.bind import loader
+
+    made = plan_for(app, tmp_path)
+    original = loader.search_order
+
+    def ld_library_path_first(requester, root, rules, view):
+        order = original(requester, root, rules, view)
+        return sorted(order, key=lambda entry: entry[1] != "LD_LIBRARY_PATH")
+
+    monkeypatch.setattr(loader, "search_order", ld_library_path_first)
+    report = verify.check(f"{APP}/bin/via-lib", made, app, runtime_image=app)
+    assert report.oracle == "disagrees" and not report.ok
+    lines = [p for p in report.problems if "disagrees with climstack's model" in p]
+    assert lines and "please report it" in lines[0], report.problems
+    assert (
+        f"libmpi.so.12: the model says {planner.LINKS_DIR}/libmpi.so.12, "
+        f"ld.so {BASE_LIB}/libmpi.so.12" in lines[0]
+    )
+    assert "verdict: refused" in verify.render(report)
