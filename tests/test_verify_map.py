@@ -11,7 +11,7 @@ import pytest
 
 from climstack import pins
 from climstack.bind import plan as planner
-from climstack.check import verify
+from climstack.check import verdict, verify
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack_dev import programs as helpers
@@ -235,4 +235,4 @@ def test_a_model_that_disagrees_with_the_images_loader_is_never_ok(app, tmp_path
         f"libmpi.so.12: the model says {planner.LINKS_DIR}/libmpi.so.12, "
         f"ld.so {BASE_LIB}/libmpi.so.12" in lines[0]
     )
-    assert "verdict: refused" in verify.render(report)
+    assert "verdict: refused" in verdict.render(report)
