@@ -53,7 +53,7 @@ def run(argv: list[str], env: dict) -> dict[str, dict[int, float]]:
 def main(repeat: int = 5) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         image = helpers.probe_image_copy(Path(tmp))
-        plan = plans.write(plans.make_plan(sites.get("local"), environ={}), Path(tmp) / "plan")
+        plan = plans.make(sites.get("local"), out=Path(tmp) / "plan", environ={})
         CHARLIECLOUD.prepare_image(plan, image)
         launcher = ["mpiexec", "-n", "2"]
         env = {**os.environ, "USER": os.environ.get("USER") or "root"}

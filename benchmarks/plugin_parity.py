@@ -36,7 +36,7 @@ SIZES = (8, 1 << 20)
 
 
 def plan_for(prefix, image, directory) -> plans.Plan:
-    plan = plans.write(plans.make_plan(sites.get("local"), prefix=prefix, environ={}), directory)
+    plan = plans.make(sites.get("local"), out=directory, prefix=prefix, environ={})
     CHARLIECLOUD.prepare_image(plan, image)
     return plan
 

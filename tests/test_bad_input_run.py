@@ -124,9 +124,7 @@ def test_bind_prepare_image_refuses_a_file(tmp_path):
 
 @pytest.fixture
 def plan_dir(tmp_path) -> Path:
-    return Path(
-        plans.write(plans.make_plan(sites.get("local"), environ={}), tmp_path / "plan").directory
-    )
+    return Path(plans.make(sites.get("local"), out=tmp_path / "plan", environ={}).directory)
 
 
 def slurm(plan_dir, *args) -> list:
@@ -155,6 +153,20 @@ def test_slurm_component_and_command_together(plan_dir, tmp_path):
     assert not job.exists()
     ok = climstack(*slurm(plan_dir, "--output", job, "--component", "1x1 /bin/true"))
     assert ok.returncode == 0 and "srun --mpi=pmi2" in job.read_text(), ok.stderr
+
+
+def test_slurm_takes_the_site_from_the_plan_and_refuses_another(plan_dir, tmp_path):
+    job = tmp_path / "job.sh"
+    args = ["--plan", plan_dir, "--image", "app.sif", "--no-verify", "--output", job]
+    ok = climstack("slurm", *args, "--command", "true")
+    assert ok.returncode == 0 and "# bind plan: site local" in job.read_text(), ok.stderr
+    job.unlink()
+    refused(
+        "slurm", "archer2", *args, "--command", "true",
+        wrong=[f"the plan {plan_dir} was made for site local, not archer2"],
+        fix=["drop the site argument", "climstack bind archer2 --out DIR"],
+    )  # fmt: skip
+    assert not job.exists()
 
 
 def test_slurm_without_a_command(plan_dir):

@@ -176,19 +176,37 @@ def assemble(request: stages.Request, runtime: str, rpath_remedy: str = "") -> P
     )
 
 
-def write(plan: Plan, directory: Path) -> Plan:
-    """Write lib/ (the links) and plan.json into `directory`; the plan as written: its
-    directory, and lib/ bound at LINKS_DIR (the runpath remedy's copies at REMEDY_DIR)."""
+def make(site: sites.Site, mode: str = "bind", *, out: Path | None = None, check=None, **options):
+    """The one way to a plan on disk: make it (make_plan's `options`) and write it into
+    `out` (default: default_directory); `check(plan)` sees the plan as it will be written
+    (its directory's binds included) before anything is written."""
+    made = make_plan(site, mode, **options)
+    directory = Path(out or default_directory(made)).resolve()
+    if check:
+        check(placed(made, directory))
+    return write(made, directory)
+
+
+def placed(plan: Plan, directory: Path) -> Plan:
+    """The plan as written into `directory`: its directory, and lib/ bound at LINKS_DIR
+    (the runpath remedy's copies at REMEDY_DIR)."""
     directory = directory.resolve()
     ours = {LINKS_DIR: directory / "lib", remedy.REMEDY_DIR: directory / "remedy"}
     wanted = [LINKS_DIR] if plan.links else []
     wanted += [remedy.REMEDY_DIR] if plan.rpath_remedy == "runpath" else []
-    plan = replace(
+    return replace(
         plan,
         directory=str(directory),
         binds=[b for b in plan.binds if b[1] not in ours]
         + [[str(ours[target]), target] for target in wanted],
     )
+
+
+def write(plan: Plan, directory: Path) -> Plan:
+    """Write lib/ (the links) and plan.json into `directory`; the plan as written
+    (placed)."""
+    plan = placed(plan, directory)
+    directory = Path(plan.directory)
 
     directory.mkdir(parents=True, exist_ok=True)
     if plan.rpath_remedy == "runpath":  # the patched copies, made at launch

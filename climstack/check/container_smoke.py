@@ -46,8 +46,7 @@ def run_pulled(reference: str, runtime: str, ranks: int = 2, work: Path | None =
 def probe(runtime: str, target: Path, program: str, ranks: int) -> str:
     """Launch `program` (mpi-probe) in an image directory (Charliecloud) or SIF (Apptainer)
     from the host on `ranks` ranks, with the host's MPI bound in; its output, checked."""
-    made = plan.make_plan(sites.get("local"), "bind", loader.View(), runtime=runtime)
-    made = plan.write(made, plan.default_directory(made))
+    made = plan.make(sites.get("local"), "bind", view=loader.View(), runtime=runtime)
     chosen = runtimes.get(runtime)
     chosen.prepare_image(made, target)  # the mount points ch-run cannot create
     with progress.step(f"mpi-probe on {ranks} ranks, {runtime}, bind mode"):

@@ -3,7 +3,6 @@ bind.loader), make the bind plan (bind.plan), write it, and render it for a runt
 (launch.runtimes) or run a command under it."""
 
 import argparse
-import dataclasses
 import os
 import shlex
 import shutil
@@ -46,26 +45,27 @@ def check_arguments(args) -> None:
 def register(commands) -> None:
     def run(args):
         check_arguments(args)
-        view = loader.View(args.root)
-        made = plan.make_plan(
+
+        def renderer(made):
+            runtime = runtimes.get(made.runtime)
+            return runtime.exporter() if args.format == "env" else runtime
+
+        made = plan.make(
             sites.get(args.site),  # resolved once, here
             args.mode,
-            view,
-            args.prefix,
-            args.fabric_prefix,
+            out=args.out,
+            # the renderer's bind syntax is checked before anything is written
+            check=lambda as_written: renderer(as_written).check_bind_paths(as_written),
+            view=loader.View(args.root),
+            prefix=args.prefix,
+            fabric_prefix=args.fabric_prefix,
             runtime=args.runtime,
             with_families=families.parse_with(args.with_families),
             flavour=args.flavour,
             rpath_remedy=args.rpath_remedy,
             abi=args.abi,
         )
-        out = (args.out or plan.default_directory(made)).resolve()
-        # the renderer's bind syntax is checked before anything is written
         runtime = runtimes.get(made.runtime)
-        renderer = runtime.exporter() if args.format == "env" else runtime
-        with_links = [*made.binds, [str(out / "lib"), stages.LINKS_DIR]]
-        renderer.check_bind_paths(dataclasses.replace(made, binds=with_links))
-        made = plan.write(made, out)
         for absent in made.absent:
             print(
                 f"climstack bind: warning: site extra absent on this host: {absent}",
@@ -79,7 +79,7 @@ def register(commands) -> None:
         if args.format == "json":
             print(made.to_json())
         elif args.format == "env":
-            print(renderer.exports(made), end="")
+            print(renderer(made).exports(made), end="")
         else:
             program = launch.remedied(made, args.image, args.program) if args.program else ["true"]
             argv = runtime.exec_args(made, str(args.image), program)

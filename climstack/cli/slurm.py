@@ -39,6 +39,18 @@ def preflight(plan: Plan, image: Path, components: list[Component]) -> None:
             )
 
 
+def site_of(plan: Plan, asked: str | None, where: Path) -> sites.Site:
+    """The site the plan was made for; a site given as well must be the same one."""
+    site = sites.get(plan.site)
+    if asked is not None and sites.get(asked).reference != site.reference:
+        raise ClimstackError(
+            f"the plan {where} was made for site {plan.site}, not {asked}",
+            fix=f"drop the site argument (the plan's is used), or write a plan for {asked} "
+            f"with `climstack bind {asked} --out DIR`",
+        )
+    return site
+
+
 def register(commands) -> None:
     def run(args):
         plan = Plan.load(args.plan)
@@ -62,7 +74,7 @@ def register(commands) -> None:
         if not args.no_verify:
             preflight(plan, args.image, components)
         text = script(
-            sites.get(args.site),  # resolved once, here
+            site_of(plan, args.site, args.plan),  # resolved once, here
             plan,
             str(args.image),
             components,
@@ -84,7 +96,11 @@ def register(commands) -> None:
         help="write a Slurm job script running the container "
         "under a bind plan, with heterogeneous steps for coupled models",
     )
-    sub.add_argument("site", help="site scope (archer2, gaea-c6, local) or its path")
+    sub.add_argument(
+        "site",
+        nargs="?",
+        help="site scope (archer2, gaea-c6, local) or its path; default: the plan's own",
+    )
     sub.add_argument("--plan", type=Path, required=True, help="plan dir from `climstack bind`")
     sub.add_argument("--image", type=Path, required=True, help=".sif or image directory")
     sub.add_argument("--nodes", type=int, default=1)

@@ -17,6 +17,7 @@ from climstack.bind.plan import Plan
 from climstack.check import parity
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
+from climstack.jobs import rendering
 from climstack.launch import launch, launchers, runtimes
 from climstack.pins import PROJECT_ROOT
 
@@ -72,51 +73,54 @@ def script(
             fix="keep the default --export=ALL; the plan sets the "
             "container's environment itself",
         )
-    lines = preamble(site, components, job_name, export, extra)
-    lines.insert(
-        lines.index("set -euo pipefail") + 1,
-        f"# bind plan: site {plan.site}, mode {plan.mode}, runtime {plan.runtime}"
-        + (f", host MPI {plan.mpi.get('version')}" if plan.mpi else ""),
+    note = f"# bind plan: site {plan.site}, mode {plan.mode}, runtime {plan.runtime}" + (
+        f", host MPI {plan.mpi.get('version')}" if plan.mpi else ""
     )
+    parity_line = ""
     if parity_native:  # on the first node, 2 ranks, the same launcher as the job
         preflight = launchers.get("srun", mpi=config["mpi"])
         launcher = " ".join(preflight.argv(2, 1, ["--overcommit"], 0 if het else None))
-        lines += [
-            "# pre-flight: the container must load the network providers a native run loads",
-            shlex.join(
-                [
-                    str(PROJECT_ROOT / "bin" / "climstack"),
-                    "parity",
-                    f"--plan={plan.directory}",
-                    f"--image={image}",
-                    f"--native={parity_native}",
-                    f"--probe={parity_probe}",
-                    f"--launcher={launcher}",
-                ]
-            ),
-        ]
+        parity_line = shlex.join(
+            [
+                str(PROJECT_ROOT / "bin" / "climstack"),
+                "parity",
+                f"--plan={plan.directory}",
+                f"--image={image}",
+                f"--native={parity_native}",
+                f"--probe={parity_probe}",
+                f"--launcher={launcher}",
+            ]
+        )
     shapes = [(c.ntasks, c.nodes, c.command) for c in components]
     before, step = launch.job_step(plan, runtimes.get(plan.runtime), srun(site), image, shapes)
-    lines += [*before, step]
-    return "\n".join(lines) + "\n"
+    return rendering.render(
+        "climstack.jobs",
+        "job.sh.j2",
+        preamble=preamble(site, components, job_name, export, extra, note),
+        parity=parity_line,
+        before=before,
+        step=step,
+    )
 
 
-def preamble(site: sites.Site, components, job_name: str, export="ALL", extra=()) -> list[str]:
-    """The #SBATCH lines of a job (a het group per component) and its first commands."""
+def preamble(
+    site: sites.Site, components, job_name: str, export="ALL", extra=(), note: str = ""
+) -> list[str]:
+    """The #SBATCH lines of a job (a het group per component) and its first commands
+    (templates/preamble.sh.j2); `note`: a comment after `set -euo pipefail`."""
     config = site.slurm
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --export={export}"]
     directives = [f"--{key}={value}" for key, value in config["directives"].items()]
-    directives += [*config["extra_directives"], *extra]
-    for index, component in enumerate(components):
-        if index:
-            lines.append("#SBATCH hetjob")
-        lines.append(f"#SBATCH --nodes={component.nodes} --ntasks={component.ntasks}")
-        lines += [f"#SBATCH {d}" for d in directives]
-    return lines + [
-        "set -euo pipefail",
-        *config["setup"],
-        'export USER="${USER:-$(id -un)}"  # ch-run needs it',
-    ]
+    text = rendering.render(
+        "climstack.jobs",
+        "preamble.sh.j2",
+        job_name=job_name,
+        export=export,
+        components=components,
+        directives=[*directives, *config["extra_directives"], *extra],
+        note=note,
+        setup=config["setup"],
+    )
+    return text.splitlines()
 
 
 def srun(site: sites.Site) -> launchers.Launcher:

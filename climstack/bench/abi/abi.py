@@ -91,15 +91,15 @@ def native_programs(host: abi_hosts.Host, tree: Path, out: Path, names) -> dict[
 def host_plan(host: abi_hosts.Host, out: Path, image: Path) -> plans.Plan:
     """The host's bind plan for the standard ABI (site local's bind.yaml), written, and the
     image's mount points made for it."""
-    made = plans.make_plan(
+    made = plans.make(
         sites.get("local"),
         "bind",
-        loader.View(host.root),
-        host.prefix,
+        out=out / "plans" / host.name,
+        view=loader.View(host.root),
+        prefix=host.prefix,
         runtime=RUNTIME,
         abi="standard",
     )
-    made = plans.write(made, out / "plans" / host.name)
     runtimes.get(RUNTIME).prepare_image(made, image)
     return made
 

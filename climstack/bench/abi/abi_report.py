@@ -90,12 +90,18 @@ IMAGES = {"standard": ("container-mpi-abi", PROBE), "mpich": ("container-archer2
 def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path) -> str:
     """What `bind` then `verify` say of the image of ABI `kind`'s probe on a host MPI."""
     try:
-        made = plans.make_plan(
-            sites.get("local"), "bind", loader.View(root), prefix, abi=kind, environ={}
+        made = plans.make(
+            sites.get("local"),
+            "bind",
+            out=work,
+            view=loader.View(root),
+            prefix=prefix,
+            abi=kind,
+            environ={},
         )
     except ClimstackError as err:
         return f"refused by bind: {_reason(str(err))}"
-    report = verify.check(PROBE, plans.write(made, work), image_dir)
+    report = verify.check(PROBE, made, image_dir)
     return "verify ok" if report.ok else f"refused by verify: {_reason(report.problems[0])}"
 
 

@@ -32,7 +32,6 @@ import shlex
 import shutil
 import sys
 
-import jinja2
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -46,7 +45,7 @@ from climstack.common import atomic
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
-from climstack.jobs import slurm
+from climstack.jobs import rendering, slurm
 from climstack.launch import launch, runtimes
 from climstack.stack import environments
 
@@ -143,10 +142,14 @@ def make_plans(site: sites.Site, out: Path, root: Path, names) -> tuple[dict, di
         by_key[row.plan_key] = name
         families = dict.fromkeys(row.families) or None
         try:
-            found = plan.make_plan(
-                site, row.plan, loader.View(root), with_families=families, flavour=row.flavour
+            made[name] = plan.make(
+                site,
+                row.plan,
+                out=out / "plans" / name,
+                view=loader.View(root),
+                with_families=families,
+                flavour=row.flavour,
             )
-            made[name] = plan.write(found, out / "plans" / name)
         except ClimstackError as err:
             failed[name] = f"{err.message} (fix: {err.fix})" if err.fix else err.message
     return made, failed
@@ -202,7 +205,9 @@ def script(
         for mode in modes
         if benchmark.case and mode["name"] != catalogue.BASELINE
     ]
-    return _template().render(
+    return rendering.render(
+        "climstack.bench.run",
+        TEMPLATE,
         preamble="\n".join(slurm.preamble(site, [component], f"bench-{comparison.name}")),
         comparison=comparison, repeats=repeats, reasons=reasons, comments=comments,
         spack=gateway.SPACK, env_dir=environments.resolve(site.name), setup=setup, modes=modes,
@@ -210,17 +215,6 @@ def script(
         workdir=benchmark.workdir if sweep else None, compared=compared,
         climstack=pins.PROJECT_ROOT / "bin" / "climstack", bitwise=header(checked, BITWISE),
     )  # fmt: skip
-
-
-def _template():
-    environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("climstack.bench.run"),
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return environment.get_template(TEMPLATE)
 
 
 def _mode_step(site, comparison, benchmark, mode, plans, image_path) -> tuple[list, str]:

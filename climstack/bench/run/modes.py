@@ -74,15 +74,14 @@ def container(
     families = {f: (host_netcdf or {}).get(f) for f in row.families} or None
     chosen = runtimes.get(runtime)
     try:
-        made = plan.make_plan(
+        made = plan.make(
             sites.get("local"),
             plan_mode,
-            loader.View(),
+            view=loader.View(),
             runtime=runtime,
             fabric_prefix=fabric_prefix,
             with_families=families,
         )
-        made = plan.write(made, plan.default_directory(made))
         if work:  # this comparison's, not the plan's: not in the written plan
             work.mkdir(parents=True, exist_ok=True)
             made = replace(made, binds=[*made.binds, [str(work), str(work)]])
