@@ -18,6 +18,8 @@ from climstack.launch import launch, runtimes
 LINE = re.compile(r"^\s*(?P<name>\S+)(?: => (?P<path>.+?))?(?: \(0x[0-9a-f]+\))?\s*$")
 #: where `ld.so --list` stops at a library it cannot find (LD_TRACE lists it `not found`)
 STOPPED = re.compile(r"error while loading shared libraries: (\S+): cannot open shared object")
+#: what a runtime of image directories mounts over (ch-run needs them to exist)
+SYSTEM_MOUNTS = ("dev", "proc", "sys", "tmp", "home", "mnt")
 REPORT_BUG = "a bug of climstack's loader model: please report it with this output"
 
 
@@ -98,6 +100,8 @@ def ask(
     target = Path(image)
     if runtime.image_format == "directory" and not target.is_dir():
         target = Path(tree)  # a SIF for a runtime of directories: its files, unpacked here
+        for point in SYSTEM_MOUNTS:  # left out of the unpacked SIF (device nodes), or absent
+            (target / point).mkdir(exist_ok=True)
         runtime.prepare_image(plan, target)
     argv = command(plan, target, executable, interpreter)
     traced = replace(plan, env={**plan.env, "LD_TRACE_LOADED_OBJECTS": "1"})
