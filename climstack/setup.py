@@ -22,7 +22,7 @@ from climstack import pins
 from climstack import spack as gateway
 from climstack.common import atomic, cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
-from climstack.inputs.sites import SITES_DIR
+from climstack.inputs.sites import SITE_FILE, SITES_DIR
 from climstack.launch import sid_apptainer
 from climstack.stack import develop_trees, environments
 
@@ -226,11 +226,12 @@ CENTRE_RUNTIMES = ("singularity", "apptainer")
 
 
 def site_runtime(site: str | None) -> str | None:
-    """The container runtime a site's bind plans run (site/<site>/bind.yaml `runtime:`)."""
+    """The container runtime a site's bind plans run (site/<site>/site.yaml `bind.runtime`)."""
     if not site:
         return None
-    bind = SITES_DIR / environments.site_of(environments.resolve(site)) / "bind.yaml"
-    return (yaml.safe_load(bind.read_text()) or {}).get("runtime") if bind.is_file() else None
+    path = SITES_DIR / environments.site_of(environments.resolve(site)) / SITE_FILE
+    data = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    return (data.get("bind") or {}).get("runtime")
 
 
 def centre_steps(site: str | None) -> None:
@@ -249,7 +250,7 @@ def centre_steps(site: str | None) -> None:
     wanted = site_runtime(site)
     if wanted and wanted not in found:
         print(
-            f"setup: site {site}'s bind plans run {wanted} (`runtime:` of its bind.yaml), not "
+            f"setup: site {site}'s bind plans run {wanted} (`bind.runtime` of its site.yaml), not "
             f"on the PATH: `module load {wanted}` before running images"
             + (f", or `climstack bind --runtime {next(iter(found))}`" if found else ""),
             file=sys.stderr,

@@ -109,7 +109,7 @@ def cray_tree(root: Path, xpmem: tuple[str, ...] = ("current", "legacy")) -> Pat
     to PALS) and libfabric (needing the verbs stack in /usr/lib64); the GCC runtime in
     /opt/cray/pe/gcc-libs; GPU transport libraries in gtl/lib; the real libxpmem at
     /opt/xpmem/lib64 (today's guide) and/or /opt/cray/xpmem/default/lib64 (older). It also
-    holds what Gaea's and Setonix's bind.yaml name (libcxi, PALS 1.4, libdrm's data), and
+    holds what Gaea's and Setonix's site.yaml name (libcxi, PALS 1.4, libdrm's data), and
     a cxi provider plugin in libfabric's provider directory, needing libcxi.so.1."""
     for name, needs in SYSTEM_LIBRARIES.items():
         shared_library(root, f"/usr/lib64/{name}", name, [f"/usr/lib64/{n}" for n in needs])
@@ -221,7 +221,7 @@ CRAY_9_SOURCE = CRAY_LIB_SOURCE.replace("8.1.27.4 (ANL base 3.4a2)", "9.0.1.498 
 
 def cray9_tree(root: Path) -> Path:
     """A Cray PE of CPE 25.09 under `root`, in the layout site/frontier's externals and
-    bind.yaml name: Cray MPICH 9.0.1 (lib-abi-mpich/libmpi.so.12 a link to the gnu/12.3
+    site.yaml name: Cray MPICH 9.0.1 (lib-abi-mpich/libmpi.so.12 a link to the gnu/12.3
     build, "ANL base 4.1.2" in its .rodata) needing cray-pmi 6.1.16 (through
     /opt/cray/pe/lib64, needing PALS) and Slingshot Host Software 14's libfabric 2.3.1,
     whose cxi provider needs libcxi; XPMEM at /opt/cray/xpmem/default; the Slingshot

@@ -16,11 +16,11 @@ from climstack.inputs import sites
 # --- bind --------------------------------------------------------------------------------
 
 
-def site_copy(tmp_path: Path, drop_bind_yaml=False, drop_mpi=False) -> Path:
+def site_copy(tmp_path: Path, drop_site_yaml=False, drop_mpi=False) -> Path:
     site = tmp_path / "site" / "local"
     shutil.copytree(PROJECT_ROOT / "site" / "local", site)
-    if drop_bind_yaml:
-        (site / "bind.yaml").unlink()
+    if drop_site_yaml:
+        (site / "site.yaml").unlink()
     if drop_mpi:  # the site's MPI external, the last place discovery looks
         packages = yaml.safe_load((site / "packages.yaml").read_text())
         del packages["packages"]["mpich"]
@@ -32,9 +32,9 @@ def test_bind_unknown_site():
     refused("bind", "archer3", wrong=["site/archer3 does not exist"], fix=["archer2, "])
 
 
-def test_bind_site_without_bind_yaml(tmp_path):
-    site = site_copy(tmp_path, drop_bind_yaml=True)
-    refused("bind", site, wrong=[f"{site}/bind.yaml does not exist"], fix=["site/local/bind.yaml"])
+def test_bind_site_without_site_yaml(tmp_path):
+    site = site_copy(tmp_path, drop_site_yaml=True)
+    refused("bind", site, wrong=[f"{site}/site.yaml does not exist"], fix=["site/local/site.yaml"])
 
 
 def test_bind_without_any_host_mpi(tmp_path):

@@ -1,7 +1,7 @@
 """`climstack bench SITE --emit`: the centres' job scripts of the field's comparisons (one per
 comparison, rendering its run matrix: the modes interleaved, their order rotated per
 repeat, the same list the local runner runs), benchio's Lustre stripe sweep where the site
-has Lustre (`lustre:` in its bind.yaml), and the local site's scripts run for real through a local
+has Lustre (`lustre:` in its site.yaml), and the local site's scripts run for real through a local
 Slurm (two virtual nodes on loopback)."""
 
 import json
@@ -137,7 +137,7 @@ def test_archer2_benchio_sweeps_the_lustre_stripe_settings(archer2_jobs):
     """benchio's script: before each set of runs (every mode, rotated) `lfs setstripe`
     with each configured count and size on its directory; every header says the setting."""
     out, scripts = archer2_jobs
-    lustre = sites.get("archer2").bind["lustre"]
+    lustre = sites.get("archer2").lustre
     assert lustre["path"] == "/work"
     assert lustre["stripe_counts"] == [1, 4, 8, -1] and lustre["stripe_sizes"] == ["1M", "4M"]
     text = scripts["benchio"]
@@ -201,7 +201,7 @@ def test_archer2_io_layers_sweep_the_studys_stripe_counts_and_sizes(archer2_jobs
 
 def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
     """The local site has no Lustre: benchio's script never calls lfs and says why."""
-    assert sites.get("local").bind.get("lustre") is None
+    assert sites.get("local").lustre is None
     out = tmp_path / "jobs"
     paths = jobs.emit(sites.get("local"), out, str(tmp_path / "no-image"), repeats=2, ranks=2)
     assert {p.stem for p in paths} == SEEDS
@@ -209,7 +209,7 @@ def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
         bash_n(path)
         assert "lfs " not in path.read_text(), path.name
     text = (out / "benchio.sh").read_text()
-    assert "# no Lustre at local (no lustre: in its bind.yaml): benchio runs without" in text
+    assert "# no Lustre at local (no lustre: in its site.yaml): benchio runs without" in text
     assert all("stripe_count" not in h for h in headers(text)) and "\nstripe " not in text
     # a directory of its own below the submit directory, unless CLIMSTACK_BENCH_DIR says
     assert 'bench_dir="${CLIMSTACK_BENCH_DIR:-${SLURM_SUBMIT_DIR:-$PWD}}/benchio-' in text
@@ -217,7 +217,7 @@ def test_a_site_without_lustre_runs_benchio_without_the_sweep(tmp_path):
     assert "-d=8:128:128:32" in (out / "netcdf-bench.sh").read_text()
     # and the modes the local run runs: the host has no ADIOS2, so no native I/O layers
     layers = (out / "io-layers-bp4.sh").read_text()
-    assert "# no Lustre at local (no lustre: in its bind.yaml): io-layers-bp4" in layers
+    assert "# no Lustre at local (no lustre: in its site.yaml): io-layers-bp4" in layers
     assert "native" not in modes_of(layers) and "\nstripe " not in layers
 
 
@@ -245,8 +245,10 @@ def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
     "default") is refused naming the key and the values it takes."""
     site = tmp_path / "site" / "minimal"
     shutil.copytree(PROJECT_ROOT / "site" / "local", site)
-    (site / "bind.yaml").write_text("format: 1\nruntime: apptainer\nlustre: {path: /scratch}\n")
-    lustre = sites.get(str(site)).bind["lustre"]
+    (site / "site.yaml").write_text(
+        "format: 2\nbind: {runtime: apptainer}\nlustre: {path: /scratch}\n"
+    )
+    lustre = sites.get(str(site)).lustre
     assert lustre == {
         "path": "/scratch",
         "stripe_counts": [1, 4, 8, -1],
@@ -255,11 +257,11 @@ def test_lustre_defaults_and_a_bad_stripe_count(tmp_path):
     assert stripes.stripe_settings(lustre)[:2] == [(1, "1M"), (4, "1M")]
     bad = tmp_path / "site" / "bad"
     shutil.copytree(PROJECT_ROOT / "site" / "local", bad)
-    (bad / "bind.yaml").write_text(
-        "format: 1\nruntime: apptainer\nlustre: {path: /s, stripe_counts: [0]}\n"
+    (bad / "site.yaml").write_text(
+        "format: 2\nbind: {runtime: apptainer}\nlustre: {path: /s, stripe_counts: [0]}\n"
     )
     with pytest.raises(ClimstackError) as refused:
-        sites.get(str(bad)).bind
+        sites.get(str(bad)).lustre
     assert "lustre.stripe_counts.0" in refused.value.message
     assert "-1 for all OSTs" in str(refused.value.fix)
 
@@ -401,8 +403,8 @@ def test_the_stripe_sweep_calls_lfs_before_each_set_of_runs(cluster, local_image
     of runs (native and hybrid), and every header carries its setting."""
     scope = tmp_path / "site" / "local"  # the local site, with a Lustre
     shutil.copytree(sites.get("local").path, scope)
-    with open(scope / "bind.yaml", "a") as bind_yaml:
-        bind_yaml.write('lustre: {path: /lustre, stripe_counts: [1, -1], stripe_sizes: ["1M"]}\n')
+    with open(scope / "site.yaml", "a") as site_yaml:
+        site_yaml.write('lustre: {path: /lustre, stripe_counts: [1, -1], stripe_sizes: ["1M"]}\n')
     site = sites.get(str(scope))
     seed = next(c for c in jobs.SEEDS if c.name == "benchio")
     comparison = replace(seed, ranks=2, modes=("native", "hybrid"))

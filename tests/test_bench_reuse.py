@@ -42,8 +42,8 @@ def test_the_key_follows_everything_measured(inputs):
     assert len({first, second, reuse.key(env_dir, "x", **arguments(image_dir))}) == 3
 
 
-def test_the_key_follows_the_models_case_and_the_sites_bind_yaml(inputs, tmp_path, monkeypatch):
-    """A changed case (MOM6's MOM_override) or bind.yaml (the plans every container mode
+def test_the_key_follows_the_models_case_and_the_sites_site_yaml(inputs, tmp_path, monkeypatch):
+    """A changed case (MOM6's MOM_override) or site.yaml (the plans every container mode
     runs on) reused the earlier report: neither was in the key. Copies of both, changed."""
     image_dir, env_dir = inputs
     shutil.copytree(sites.SITES_DIR, tmp_path / "site")
@@ -54,7 +54,7 @@ def test_the_key_follows_the_models_case_and_the_sites_bind_yaml(inputs, tmp_pat
     override = tmp_path / "cases" / "mom6-benchmark" / "MOM_override"
     override.write_text(override.read_text() + "#override DT = 1800.0\n")
     second = reuse.key(env_dir, "container-archer2", **arguments(image_dir))
-    bind = tmp_path / "site" / "local" / "bind.yaml"
+    bind = tmp_path / "site" / "local" / "site.yaml"
     bind.write_text(bind.read_text() + "# a changed plan\n")
     third = reuse.key(env_dir, "container-archer2", **arguments(image_dir))
     assert len({first, second, third}) == 3

@@ -46,7 +46,7 @@ def test_cray_discovery_from_site_scope_follows_loader_rules(cray_root, tmp_path
     assert rules["libpmi.so.0"] == "LD_LIBRARY_PATH"  # the site's library_path
     # a site extra that a library of the closure needs is listed with who needs it
     assert rules["libibverbs.so.1"] == "LD_LIBRARY_PATH"
-    assert rules["libmunge.so.2"] == "bind.yaml"  # nothing in the closure needs it
+    assert rules["libmunge.so.2"] == "site.yaml"  # nothing in the closure needs it
     targets = {dst for _, dst in plan.binds}
     assert f"{cray_tree.CRAY_MPICH}/lib" in targets
     assert "/opt/xpmem/lib64" in targets  # today's published XPMEM path, searched first
@@ -138,7 +138,7 @@ def test_unreadable_library_directory_is_reported(cray_root, tmp_path):
         shutil.copytree(pins.PROJECT_ROOT / "site" / "archer2", site)
         shutil.copytree(pins.PROJECT_ROOT / "site" / "cray-ex", site.parent / "cray-ex")
         subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
-        scope = sites.get(str(site))  # Spack's merged config and bind.yaml, read while root
+        scope = sites.get(str(site))  # Spack's merged config and site.yaml, read while root
         assert scope.packages and scope.bind and scope.origin("/nowhere")
         libdir = root / cray_tree.CRAY_MPICH.lstrip("/") / "lib"
         libdir.chmod(0o000)

@@ -3,6 +3,11 @@ containers, run at a centre, benchmarks, share), every command in one group; the
 own checks under `climstack dev`, where make local's steps call them."""
 
 import argparse
+import os
+import subprocess
+import sys
+
+from conftest import PROJECT_ROOT
 
 from climstack import workflow
 from climstack.__main__ import DEV_MODULES, GROUPS, main, parser
@@ -42,3 +47,33 @@ def test_make_locals_steps_are_commands_climstack_accepts():
             if command[0] == workflow.CLIMSTACK:
                 args = top.parse_args(list(command[1:]))
                 assert args.run, command
+
+
+def test_the_core_commands_run_without_the_bench_extra(tmp_path):
+    """matplotlib and netCDF4 are the `bench` extra (pyproject.toml): with both unimportable
+    (stand-ins first on PYTHONPATH that raise ImportError), `--help`, `verify --help` and a
+    bind plan, made and written, still exit 0."""
+    blocked = tmp_path / "blocked"
+    (blocked / "matplotlib").mkdir(parents=True)
+    (blocked / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked: bench')\n")
+    (blocked / "netCDF4.py").write_text("raise ImportError('blocked: bench')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocked), "LD_LIBRARY_PATH": ""}
+    for module in ("matplotlib", "netCDF4"):  # the stand-ins are what Python imports
+        proc = subprocess.run([sys.executable, "-c", f"import {module}"], env=env, text=True,
+                              capture_output=True)  # fmt: skip
+        assert proc.returncode == 1 and "blocked: bench" in proc.stderr, module
+    plan = tmp_path / "plan"
+    for argv in (
+        ["--help"],
+        ["verify", "--help"],
+        ["bind", "local", "--format", "json", "--out", str(plan)],
+    ):
+        proc = subprocess.run(
+            [str(PROJECT_ROOT / "bin" / "climstack"), *argv],
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, (argv, proc.stderr)
+    assert (plan / "plan.json").is_file()

@@ -54,7 +54,7 @@ def test_cray_gnu_builds_come_from_the_site_externals(cray_root):
     assert plan.links["libnetcdff.so.7"] == f"{gnu}/libnetcdff_parallel_gnu_91.so.7"
     rules = {entry["name"]: entry["rule"] for entry in plan.closure}
     assert rules["libnetcdf.so.19"] == "netcdf family"
-    # bind.yaml's list and --with add up; HDF5's version is read from .rodata
+    # site.yaml's list and --with add up; HDF5's version is read from .rodata
     plan = plans.make_plan(
         sites.get("archer2"),
         view=loader.View(cray_root),
@@ -246,11 +246,12 @@ def test_a_host_library_reaching_its_dependency_by_its_own_rpath_is_the_hosts(nc
     assert f"trying file={c}/libnetcdf.so.19" in result.stderr  # by the host's RPATH
 
 
-def _site_with(tmp_path: Path, **bind_yaml) -> Path:
+def _site_with(tmp_path: Path, **bind_keys) -> Path:
     site = tmp_path / "site-local"
     shutil.copytree(pins.PROJECT_ROOT / "site" / "local", site)
-    config = yaml.safe_load((site / "bind.yaml").read_text())
-    (site / "bind.yaml").write_text(yaml.safe_dump({**config, **bind_yaml}))
+    config = yaml.safe_load((site / "site.yaml").read_text())
+    config["bind"].update(bind_keys)
+    (site / "site.yaml").write_text(yaml.safe_dump(config))
     return site
 
 
@@ -269,7 +270,7 @@ def test_an_hdf5_release_mismatch_is_refused_unless_the_site_overrides(nc_image,
     result = probe(plan, nc_image, helpers.debian_mpich(), executable=NC_WRITER)
     assert result.returncode == 0, result.stderr
     assert any(p.endswith("/libhdf5_serial.so.103.2.0") for p in loaded(result))  # 1.10.6
-    # the site's override, from bind.yaml (and families: listed there, prefix from --with)
+    # the site's override, from site.yaml (and families: listed there, prefix from --with)
     site = _site_with(tmp_path, families=["hdf5"], bind_env={"HDF5_DISABLE_VERSION_CHECK": "1"})
     plan = plans.make_plan(sites.get(str(site)), environ={}, with_families=chosen)
     plan = ready(plan, nc_image, tmp_path / "override")

@@ -13,6 +13,7 @@ import pytest
 from conftest import PROJECT_ROOT
 
 from climstack.bind import plan as plans
+from climstack.errors import ClimstackError
 from climstack.inputs import sites
 
 CLIMSTACK = str(PROJECT_ROOT / "bin" / "climstack")
@@ -47,14 +48,14 @@ def line_of(relative: str, text: str) -> int:
 
 
 CASES = {
-    "site/local/bind.yaml": (
+    "site/local/site.yaml": (
         "bind",
         [
             ("wrong type", replace("binds: []", "binds: 5"), "binds: 5 is a int, expected array"),
             ("unknown key", lambda t: t + "\nbindz: []\n", "'bindz' was unexpected"),
             ("missing key", replace("runtime: charliecloud", "#"), "'runtime' is a required"),
-            ("old format", replace("format: 1 ", "#"), "'format' is a required"),
-            ("unknown format", replace("format: 1 ", "format: 2 "), "1 was expected"),
+            ("old format", replace("format: 2 ", "#"), "key format: missing"),
+            ("unknown format", replace("format: 2 ", "format: 3 "), "reads `format: 2`"),
             ("bad syntax", lambda t: t + "\nenv: {a: [\n", "is not valid YAML at line"),
             (*EMPTY[:2], "is empty"),
             DIRECTORY,
@@ -203,11 +204,42 @@ def test_the_unmutated_copy_passes_every_command(project):
         assert proc.returncode == 0, (verb, proc.stderr)
 
 
-def test_bind_yaml_defaults_are_filled_from_the_schema(tmp_path):
+def test_site_yaml_defaults_are_filled_from_the_schema(tmp_path):
     from climstack.inputs import sites
 
     site = tmp_path / "site" / "minimal"
     shutil.copytree(PROJECT_ROOT / "site" / "local", site)
-    (site / "bind.yaml").write_text("format: 1\nruntime: apptainer\n")
-    config = sites.get(str(site)).bind
-    assert config["binds"] == [] and config["env"] == {} and config["slurm"]["mpi"] == "pmi2"
+    (site / "site.yaml").write_text("format: 2\nbind: {runtime: apptainer}\n")
+    scope = sites.get(str(site))
+    assert scope.bind["binds"] == [] and scope.bind["env"] == {}
+    assert scope.slurm["mpi"] == "pmi2" and scope.lustre is None
+
+
+def test_an_old_bind_yaml_is_refused_with_the_way_to_port_it(tmp_path):
+    """A site directory of the first format (bind.yaml, no site.yaml): refused naming the
+    file and the fix, before the schema sees it."""
+    site = tmp_path / "site" / "old"
+    shutil.copytree(PROJECT_ROOT / "site" / "local", site)
+    (site / "site.yaml").unlink()
+    (site / "bind.yaml").write_text("format: 1\nruntime: apptainer\nslurm: {mpi: pmi2}\n")
+    with pytest.raises(ClimstackError) as refused:
+        sites.get(str(site)).bind
+    assert f"{site}/bind.yaml" in refused.value.message
+    assert f"{site}/site.yaml" in refused.value.message
+    for step in ("git mv", "`format: 2`", "`bind:`", "`slurm:`", "Porting a bind.yaml"):
+        assert step in str(refused.value.fix)
+    assert "Porting a bind.yaml" in (PROJECT_ROOT / "docs" / "sites.md").read_text()
+
+
+@pytest.mark.parametrize("first_line", ["format: 1", "format: 3", "format: '2'", "runtime: x"])
+def test_a_site_yaml_of_another_format_is_refused_before_its_keys(tmp_path, first_line):
+    """The format is checked first: a bind.yaml renamed to site.yaml (`format: 1`, its keys
+    at the top) gets the porting fix, not an error about each key that moved."""
+    site = tmp_path / "site" / "renamed"
+    shutil.copytree(PROJECT_ROOT / "site" / "local", site)
+    (site / "site.yaml").write_text(f"{first_line}\nruntime: apptainer\nbinds: []\n")
+    with pytest.raises(ClimstackError) as refused:
+        sites.get(str(site)).bind
+    assert refused.value.message.startswith(f"{site}/site.yaml: key format: ")
+    assert "this climstack reads `format: 2`" in refused.value.message
+    assert "move the other keys under `bind:`" in str(refused.value.fix)

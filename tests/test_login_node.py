@@ -179,7 +179,7 @@ def test_a_site_whose_runtime_is_not_loaded_names_its_module(node):
     proc = login(node, "bin/setup --site gaea-c6")  # Gaea runs apptainer; here: singularity
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (
-        "setup: site gaea-c6's bind plans run apptainer (`runtime:` of its bind.yaml), not on "
+        "setup: site gaea-c6's bind plans run apptainer (`bind.runtime` of its site.yaml), not on "
         "the PATH: `module load apptainer` before running images, or `climstack bind "
         "--runtime singularity`"
     ) in proc.stderr

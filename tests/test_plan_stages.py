@@ -30,7 +30,7 @@ def test_the_request_is_frozen_and_reads_nothing_else(request_):
         request_.mode = "hybrid"
     with pytest.raises(TypeError):
         request_.environ["LD_LIBRARY_PATH"] = "/elsewhere"  # a read-only copy
-    assert request_.flavour is None  # neither bind.yaml nor $PE_ENV names one
+    assert request_.flavour is None  # neither site.yaml nor $PE_ENV names one
 
 
 def test_roots_are_the_mpi_and_the_sites_libraries(request_):
@@ -47,14 +47,14 @@ def test_the_search_path_puts_the_roots_directories_first(request_):
     search = stages.search_path(request_, roots)
     assert search[0] == str(PurePosixPath(roots.paths["libmpi.so.12"]).parent)
     at = search.index(ENVIRON["LD_LIBRARY_PATH"])
-    assert search.index(request_.config["library_path"][0]) > at  # then bind.yaml's
+    assert search.index(request_.config["library_path"][0]) > at  # then site.yaml's
 
 
-def test_a_library_nowhere_on_the_search_path_is_refused_naming_bind_yaml(request_):
+def test_a_library_nowhere_on_the_search_path_is_refused_naming_site_yaml(request_):
     roots = stages.Roots({"libnowhere.so.1": "libnowhere.so.1"}, {})
     with pytest.raises(ClimstackError) as refused:
         stages.closures(request_, roots, ("/opt/cray/pe/lib64",))
-    assert "libnowhere.so.1" in refused.value.message and "bind.yaml" in refused.value.message
+    assert "libnowhere.so.1" in refused.value.message and "site.yaml" in refused.value.message
 
 
 def test_closures_links_and_binds(request_):

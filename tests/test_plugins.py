@@ -40,8 +40,9 @@ def archer2_expecting(tmp_path: Path, providers: list[str]) -> Path:
     site = tmp_path / "site" / "archer2"
     shutil.copytree(pins.PROJECT_ROOT / "site" / "archer2", site)
     shutil.copytree(pins.PROJECT_ROOT / "site" / "cray-ex", site.parent / "cray-ex")
-    bind = yaml.safe_load((site / "bind.yaml").read_text())
-    (site / "bind.yaml").write_text(yaml.safe_dump({**bind, "providers": providers}))
+    config = yaml.safe_load((site / "site.yaml").read_text())
+    config["bind"]["providers"] = providers
+    (site / "site.yaml").write_text(yaml.safe_dump(config))
     return site
 
 
@@ -95,7 +96,7 @@ def test_missing_need_of_a_plugin_warns_unless_its_provider_is_expected(cray_roo
     assert "providers:" in refused.value.fix
 
 
-def test_bind_yaml_refuses_a_malformed_provider(tmp_path):
+def test_site_yaml_refuses_a_malformed_provider(tmp_path):
     site = archer2_expecting(tmp_path, ["cxi", "not a provider"])
     proc = subprocess.run(
         [str(pins.PROJECT_ROOT / "bin" / "climstack"), "bind", str(site), "--format", "json"],
@@ -103,7 +104,7 @@ def test_bind_yaml_refuses_a_malformed_provider(tmp_path):
         text=True,
     )
     assert proc.returncode == 2
-    assert "bind.yaml" in proc.stderr and "providers" in proc.stderr
+    assert "site.yaml" in proc.stderr and "providers" in proc.stderr
 
 
 def test_wheel_mpich_plan_binds_the_rdma_libraries_its_plugins_need(tmp_path):

@@ -1,5 +1,5 @@
 """Every Cray site's bind plan, on a synthetic Cray PE in the layout the sites publish,
-carries what the site's container guide binds by hand (site/<site>/bind.yaml), and renders
+carries what the site's container guide binds by hand (site/<site>/site.yaml), and renders
 for the runtime the site runs (Singularity on ARCHER2 and Setonix, Apptainer on Gaea)."""
 
 import pytest

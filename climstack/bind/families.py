@@ -271,7 +271,7 @@ def find(
 
 
 def requested(flavour: str | None, config: dict, environ: dict) -> str | None:
-    """The PrgEnv flavour: given, else bind.yaml's, else the loaded PrgEnv's ($PE_ENV)."""
+    """The PrgEnv flavour: given, else site.yaml's, else the loaded PrgEnv's ($PE_ENV)."""
     return flavour or config.get("flavour") or PE_ENV.get(environ.get("PE_ENV", "").upper())
 
 

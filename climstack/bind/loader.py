@@ -81,7 +81,7 @@ class Closure:
                 f"the loader cannot find {len(lines)} libraries of {self.root.path}: "
                 + "; ".join(lines),
                 fix="add their directory to LD_LIBRARY_PATH (load the module), or list it "
-                "under `library_path:` in the site's bind.yaml",
+                "under `bind: library_path:` in the site's site.yaml",
             )
 
 

@@ -120,7 +120,7 @@ def close(
             "expected network providers cannot load: "
             + "; ".join(f"{p.key} ({p.path}) needs {', '.join(p.missing)}" for p in broken),
             fix="load the module that provides them, or add their directory to "
-            "`library_path:` in the site's bind.yaml; if the site lacks that hardware, "
+            "`bind: library_path:` in the site's site.yaml; if the site lacks that hardware, "
             "drop the provider from `providers:`",
         )
     return plugins, libraries

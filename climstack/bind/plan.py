@@ -1,6 +1,6 @@
 """The bind plan: which host directories to bind where, the links directory that leads
 LD_LIBRARY_PATH (one link per library and per SONAME alias the application asks for), the
-site's extras (bind.yaml), and the plan directory on disk (plan.json + lib/).
+site's extras (site.yaml), and the plan directory on disk (plan.json + lib/).
 
 Modes: bind (host MPI), hybrid (the image's MPI; only the site's runtime extras), fabric
 (the image's MPI with the host's libfabric and its closure).
@@ -58,7 +58,7 @@ class Plan:
     closure: list[dict] = field(default_factory=list)  # name, host path, rule, needed by
     plugins: list[dict] = field(default_factory=list)  # network plugins and their closure
     warnings: list[str] = field(default_factory=list)  # plugins that cannot load here
-    providers: list[str] = field(default_factory=list)  # expected (bind.yaml `providers:`)
+    providers: list[str] = field(default_factory=list)  # expected (site.yaml `providers:`)
     families: dict[str, dict] = field(default_factory=dict)  # netcdf, hdf5: run.families
     flavour: str | None = None  # PrgEnv flavour of the host builds (gnu, cray, aocc)
     rpath_remedy: str = field(  # how an executable's DT_RPATH is overridden (bind.remedy)
@@ -112,7 +112,7 @@ def make_plan(
     abi: str = "mpich",
 ) -> Plan:
     """The plan for `mode` at `site`; `with_families` ({name: prefix or None}) adds host
-    library families to bind.yaml's `families:`, built with the PrgEnv `flavour`;
+    library families to site.yaml's `families:`, built with the PrgEnv `flavour`;
     `rpath_remedy`: how executables with a DT_RPATH are run (bind.remedy); `abi`: the
     image's MPI ABI, whose host library is bound (discover.ABIS)."""
     if mode not in MODES:

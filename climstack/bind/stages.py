@@ -40,7 +40,7 @@ class Request:
     @classmethod
     def of(cls, site: sites.Site, mode: str, view=None, environ=None, flavour=None, **rest):
         """A request with the defaults filled: this host, this environment, the flavour
-        bind.yaml or $PE_ENV names."""
+        site.yaml or $PE_ENV names."""
         environ = MappingProxyType(dict(os.environ if environ is None else environ))
         flavour = families.requested(flavour, site.bind, environ)
         families_asked = tuple((rest.pop("with_families", None) or {}).items())
@@ -65,7 +65,7 @@ class Roots:
 
 
 def roots(request: Request) -> Roots:
-    """The host MPI (bind), libfabric (fabric), the families and bind.yaml's libraries."""
+    """The host MPI (bind), libfabric (fabric), the families and site.yaml's libraries."""
     paths: dict[str, str] = {}
     rules: dict[str, str] = {}
     mpi, found, warnings, mpi_prefix = {}, {}, [], ""
@@ -109,7 +109,7 @@ def roots(request: Request) -> Roots:
 def search_path(request: Request, roots: Roots) -> tuple[str, ...]:
     """Where bare names and the closures' needs are looked for: the roots' own directories
     first (in the container the links directory comes first: Intel's libmpifort.so.12
-    finds libmpi.so.12 only that way), then LD_LIBRARY_PATH, bind.yaml's, the scope's."""
+    finds libmpi.so.12 only that way), then LD_LIBRARY_PATH, site.yaml's, the scope's."""
     return (
         *dict.fromkeys(str(PurePosixPath(p).parent) for p in roots.paths.values() if "/" in p),
         *filter(None, request.environ.get("LD_LIBRARY_PATH", "").split(":")),
@@ -127,7 +127,7 @@ def closures(request: Request, roots: Roots, search) -> dict[str, loader.Library
         if "/" not in path:
             hit = next((f"{d}/{path}" for d in search if view.resolve(f"{d}/{path}")), None)
             if not hit:
-                missing.setdefault(path, []).append(f"{request.site.path}/bind.yaml")
+                missing.setdefault(path, []).append(f"{request.site.path}/site.yaml")
                 continue
             path = hit
         # its own directory first: a family's libraries need their siblings
@@ -241,7 +241,7 @@ def library_links(request: Request, files, bound, rules) -> tuple[dict, list[dic
     extras = request.config[f"{request.mode}_libraries"]
     for name, library in sorted(files.items()):
         links[name] = inside(bound, library.real)
-        rule = rules.get(name) or library.how or ("bind.yaml" if name in extras else "MPI")
+        rule = rules.get(name) or library.how or ("site.yaml" if name in extras else "MPI")
         closure.append(
             {
                 "name": name,
@@ -287,7 +287,7 @@ def plugin_links(request: Request, files, bound, plugins_: Plugins, taken) -> di
 
 @dataclass(frozen=True)
 class Extras:
-    """bind.yaml's binds, devices, variables; what of them this host lacks."""
+    """site.yaml's binds, devices, variables; what of them this host lacks."""
 
     binds: tuple[tuple[str, str], ...]
     devices: tuple[str, ...]

@@ -131,7 +131,7 @@ def check_hdf5(own: loader.Closure, planned: loader.Closure, plan: Plan) -> tupl
         f"plan loads HDF5 {ours} ({loaded.host}): upstream HDF5 aborts on a release "
         "difference too (Debian's builds relax that to major.minor). HDF5 keeps its ABI "
         f"within a minor series, so the override is acceptable: set {HDF5_OVERRIDE}: '1' in "
-        "the site's bind.yaml `bind_env`, or rebuild the image against the host's release"
+        "the site's site.yaml `bind: bind_env:`, or rebuild the image against the host's release"
     ]
 
 

@@ -169,7 +169,7 @@ def run_emit(args) -> None:
         study = len(stripes.STUDY_SWEEP)
         print(
             f"climstack bench: benchio.sh sweeps {settings} Lustre stripe settings (lustre: in "
-            f"the site's bind.yaml), io-layers-*.sh the I/O study's {study}: submit them from "
+            f"the site's site.yaml), io-layers-*.sh the I/O study's {study}: submit them from "
             f"a directory on {lustre['path']}, with the time their comment lines count "
             "(sbatch --time=...)"
         )
@@ -254,7 +254,7 @@ def register(commands) -> None:
     )
     local.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
     local.set_defaults(run=run_local, site="local")
-    centres = [s for s in sites.known_sites() if (sites.SITES_DIR / s / "bind.yaml").is_file()]
+    centres = [s for s in sites.known_sites() if (sites.SITES_DIR / s / sites.SITE_FILE).is_file()]
     for site in sorted(set(centres) - {"local"}):
         centre = actions.add_parser(
             site, help=f"write the Slurm job scripts of the comparisons for {site}"

@@ -111,7 +111,7 @@ def register(commands) -> None:
         help="the image's MPI ABI: mpich (libmpi.so.12, the default) or standard (MPI-5's "
         "libmpi_abi.so.1: the image of containers/mpi-abi)",
     )
-    sub.add_argument("--runtime", choices=runtimes.NAMES, help="default: the site's bind.yaml")
+    sub.add_argument("--runtime", choices=runtimes.NAMES, help="default: the site's site.yaml")
     sub.add_argument(
         "--with",
         dest="with_families",
@@ -123,7 +123,7 @@ def register(commands) -> None:
     sub.add_argument(
         "--flavour",
         choices=tuple(families.FLAVOURS),
-        help="PrgEnv flavour of the host builds (default: bind.yaml, then $PE_ENV)",
+        help="PrgEnv flavour of the host builds (default: site.yaml, then $PE_ENV)",
     )
     sub.add_argument(
         "--rpath-remedy",

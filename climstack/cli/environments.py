@@ -1,5 +1,6 @@
-"""`climstack check`, `concretize`, `named-env`: the project's Spack environments checked,
-concretized (through the lock cache) and made named environments (climstack.stack.environments)."""
+"""`climstack concretize`, `named-env`: the project's Spack environments concretized (through
+the lock cache) and made named environments (climstack.stack.environments); `climstack check`
+is cli/check.py."""
 
 import os
 import tempfile
@@ -11,13 +12,7 @@ import yaml
 from climstack import pins, spack
 from climstack.errors import ClimstackError
 from climstack.stack import lock_cache
-from climstack.stack.environments import (
-    absolute_manifest,
-    check,
-    concretize,
-    find_environments,
-    resolve,
-)
+from climstack.stack.environments import absolute_manifest, concretize, find_environments, resolve
 
 
 def concretize_all(names: list[str], reuse: bool = True, jobs: int = 0):
@@ -61,10 +56,6 @@ def create_named(name: str, env_dir: Path) -> None:
 
 
 def register(commands) -> None:
-    def run_check(args):
-        for name in args.environments or find_environments():
-            print(f"{name}: ok (site {check(resolve(name))})")
-
     def run_concretize(args):
         names = args.environments or list(find_environments())
         for name, seconds in concretize_all(names, not args.no_reuse, args.jobs):
@@ -85,29 +76,24 @@ def register(commands) -> None:
     sub.add_argument("environment", nargs="?", help="default: the environment called NAME")
     sub.set_defaults(run=run_named)
 
-    for command, run, text in (
-        ("check", run_check, "check environments' site and scopes"),
-        ("concretize", run_concretize, "concretize environments --fresh"),
-    ):
-        sub = commands.add_parser(command, help=text)
-        sub.add_argument("environments", nargs="*", help="names or directories (default: all)")
-        if command == "concretize":
-            sub.add_argument(
-                "--no-reuse",
-                action="store_true",
-                help="solve even when an earlier concretization had the same inputs",
-            )
-            sub.add_argument(
-                "--save-locks",
-                action="store_true",
-                help="then commit the host-independent environments' lockfiles under "
-                "environments/locks/<key>.lock (a developer's step: it writes tracked files)",
-            )
-            sub.add_argument(
-                "-j",
-                "--jobs",
-                type=int,
-                default=0,
-                help="environments solved at once (default: one per CPU)",
-            )
-        sub.set_defaults(run=run)
+    sub = commands.add_parser("concretize", help="concretize environments --fresh")
+    sub.add_argument("environments", nargs="*", help="names or directories (default: all)")
+    sub.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="solve even when an earlier concretization had the same inputs",
+    )
+    sub.add_argument(
+        "--save-locks",
+        action="store_true",
+        help="then commit the host-independent environments' lockfiles under "
+        "environments/locks/<key>.lock (a developer's step: it writes tracked files)",
+    )
+    sub.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=0,
+        help="environments solved at once (default: one per CPU)",
+    )
+    sub.set_defaults(run=run_concretize)

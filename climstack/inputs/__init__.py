@@ -158,9 +158,27 @@ def validate(data, schema_name: "str | dict", path: Path, fix: str):
     return data
 
 
-def load_yaml(path: Path, schema_name: str, fix: str):
-    """A YAML file, validated against schemas/<schema_name>.json with defaults filled."""
-    return validate(parse_yaml(path, fix), schema_name, path, fix)
+def check_format(data, schema_name: str, path: Path, fix: str) -> None:
+    """The file's `format:` against the one its schema reads, checked before the rest (as
+    stackinator checks a recipe's version first): a file of another format gets the fix
+    for its format, not the schema errors of every key that moved."""
+    wanted = schema(schema_name)["properties"]["format"]["const"]
+    found = data.get("format") if isinstance(data, dict) else None
+    if found != wanted:
+        raise ClimstackError(
+            f"{path}: key format: {'missing' if found is None else repr(found)}, "
+            f"this climstack reads `format: {wanted}`",
+            fix=fix,
+        )
+
+
+def load_yaml(path: Path, schema_name: str, fix: str, format_fix: str | None = None):
+    """A YAML file, validated against schemas/<schema_name>.json with defaults filled;
+    given `format_fix`, its `format:` is checked first (check_format)."""
+    data = parse_yaml(path, fix)
+    if format_fix is not None and data is not None:
+        check_format(data, schema_name, path, format_fix)
+    return validate(data, schema_name, path, fix)
 
 
 def load_json(path: Path, schema_name: "str | dict", fix: str):

@@ -1,6 +1,7 @@
-"""Site scopes (site/<name>/): which exist, their bind.yaml (checked against
-schemas/bind.json, defaults filled), and their Spack configuration as Spack merges it:
-included scopes (site/cray-ex) and the user's scopes count, as in `spack config get`."""
+"""Site scopes (site/<name>/): which exist, their site file site.yaml (checked against
+schemas/site.json, its format first, defaults filled), and their Spack configuration as
+Spack merges it: included scopes (site/cray-ex) and the user's scopes count, as in
+`spack config get`."""
 
 import functools
 from dataclasses import dataclass
@@ -15,6 +16,9 @@ from climstack.pins import PROJECT_ROOT
 SITES_DIR = PROJECT_ROOT / "site"
 #: the Cray PE externals whose libraries an MPI needs (what `module load` would add)
 RUNTIME_EXTERNALS = ("cray-pmi", "libfabric", "xpmem")
+#: the site file (`format: 2`: sections bind, slurm, lustre), and its first format's name
+SITE_FILE, OLD_SITE_FILE = "site.yaml", "bind.yaml"
+PORTING = "docs/sites.md, section Porting a bind.yaml"
 
 
 def shared_scopes() -> set[str]:
@@ -46,22 +50,39 @@ class Site:
 
     @property
     def slurm(self) -> dict:
-        """bind.yaml's `slurm:` (srun's MPI plug-in, options, partition)."""
-        return self.bind["slurm"]
+        """site.yaml's `slurm:` (srun's MPI plug-in, options, partition)."""
+        return self.site_file["slurm"]
 
     @property
     def lustre(self) -> dict | None:
-        """bind.yaml's `lustre:` (path, stripe counts and sizes), if the site has Lustre."""
-        return self.bind.get("lustre")
+        """site.yaml's `lustre:` (path, stripe counts and sizes), if the site has Lustre."""
+        return self.site_file.get("lustre")
+
+    @property
+    def bind(self) -> dict:
+        """site.yaml's `bind:` (runtime, libraries, binds, variables of the bind plans)."""
+        return self.site_file["bind"]
 
     @functools.cached_property
-    def bind(self) -> dict:
-        """bind.yaml (not a Spack section: Spack ignores the file), defaults filled."""
+    def site_file(self) -> dict:
+        """site.yaml (not a Spack section: Spack ignores the file), defaults filled; a
+        bind.yaml (the first format) without it is refused with the way to port it."""
+        path, old = self.path / SITE_FILE, self.path / OLD_SITE_FILE
+        port = (
+            "add `format: 2` as the first key, move the other keys under `bind:` and keep "
+            f"`slurm:` and `lustre:` at the top level ({PORTING})"
+        )
+        if old.is_file() and not path.is_file():
+            raise ClimstackError(
+                f"{old}: this climstack reads the site file {path}, not bind.yaml",
+                fix=f"`git mv {old} {path}`, then {port}",
+            )
         return inputs.load_yaml(
-            self.path / "bind.yaml",
-            "bind",
-            fix=f"compare with {SITES_DIR / 'local' / 'bind.yaml'} "
-            "(schema: climstack/inputs/schemas/bind.json)",
+            path,
+            "site",
+            fix=f"compare with {SITES_DIR / 'local' / SITE_FILE} "
+            "(schema: climstack/inputs/schemas/site.json)",
+            format_fix=f"for a file of the first format (bind.yaml): {port}",
         )
 
     @functools.cached_property

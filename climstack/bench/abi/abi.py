@@ -89,7 +89,7 @@ def native_programs(host: abi_hosts.Host, tree: Path, out: Path, names) -> dict[
 
 
 def host_plan(host: abi_hosts.Host, out: Path, image: Path) -> plans.Plan:
-    """The host's bind plan for the standard ABI (site local's bind.yaml), written, and the
+    """The host's bind plan for the standard ABI (site local's site.yaml), written, and the
     image's mount points made for it."""
     made = plans.make(
         sites.get("local"),

@@ -97,7 +97,7 @@ def host(name: str, visible=()) -> Host:
             name,
             "Intel MPI 2021.18",
             # its shm provider sizes its segments from /dev/shm, which separate user
-            # namespaces do not share: tcp between ranks (bind.yaml's fabric on a cluster)
+            # namespaces do not share: tcp between ranks (site.yaml's fabric on a cluster)
             env={"I_MPI_ROOT": str(wheel_prefix(name)), "FI_PROVIDER": "tcp"},
             # the wrapper links I_MPI_ROOT's libraries; the headers are the devel wheel's
             cc=str(devel / "bin" / "mpicc"),

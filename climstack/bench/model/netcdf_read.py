@@ -10,12 +10,28 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import netCDF4
 import numpy
 
 from climstack.bench.model import cases
-from climstack.errors import ToolFailure
+from climstack.errors import ClimstackError, ToolFailure
+
+if TYPE_CHECKING:
+    import netCDF4
+
+
+def _netcdf4():
+    """netCDF4, imported when a file is read: it is of the `bench` extra, which the core
+    commands run without."""
+    try:
+        import netCDF4 as module
+    except ImportError as err:
+        raise ClimstackError(
+            f"comparing NetCDF outputs needs netCDF4, which is not installed: {err}",
+            fix="install the benchmark extra: `pip install '.[bench]'` (bin/setup does)",
+        ) from err
+    return module
 
 
 class _Unreadable(Exception):
@@ -145,7 +161,7 @@ def _check_size(path: Path) -> None:
 
 @dataclass
 class Variable:
-    handle: netCDF4.Variable
+    handle: "netCDF4.Variable"
     dtype: str
     dimensions: tuple[str, ...]
     shape: tuple[int, ...]
@@ -194,7 +210,7 @@ def open_tree(path: Path) -> Iterator[Group]:
     it), its data read from the file until the `with` ends."""
     with reading(path):
         _check_size(path)
-        data = netCDF4.Dataset(path)
+        data = _netcdf4().Dataset(path)
     try:
         with reading(path):
             tree = _group(data)

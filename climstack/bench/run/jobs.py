@@ -13,7 +13,7 @@ environment's own builds (`spack location -i` at job time); container runs use t
 view, and its copies without libxpmem.so.0 (image.NOXPMEM) for bind-noxpmem.
 
 benchio writes into a directory of its own below $CLIMSTACK_BENCH_DIR (default the submit
-directory). Where the site has Lustre (`lustre:` in its bind.yaml), its job sweeps the stripe
+directory). Where the site has Lustre (`lustre:` in its site.yaml), its job sweeps the stripe
 settings EPCC's benchio study and the ARCHER2 notes vary, and the comparison of I/O layers
 (benchio with ADIOS2, `io-layers-*`) the I/O study's own (STUDY_SWEEP): the directory, the
 settings and the lines that set them before each set of runs are climstack.bench.run.stripes's;
@@ -261,7 +261,7 @@ def emit(
 ):
     """Write one script per seed comparison under `out`, each with the modes of `only` it
     has (none left: no script); returns their paths. benchio's sweeps the stripe settings
-    where the site has Lustre (`lustre:` in its bind.yaml)."""
+    where the site has Lustre (`lustre:` in its site.yaml)."""
     seeds = [replace(c, nodes=1, ranks=ranks) if ranks else c for c in SEEDS]
     seeds = [replace(c, modes=ms) for c in seeds if (ms := tuple(m for m in c.modes if m in only))]
     if site.name == "local":  # the seeds' sizes are for a centre's nodes, and their modes

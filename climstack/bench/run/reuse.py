@@ -1,6 +1,6 @@
 """A local comparison's report reused while nothing it measures has changed (`bench local
 --reuse`, what a warm `make local` runs): the key digests the image's inputs, the native
-environment's lockfile, the host's MPI library, the site's bind.yaml (the plans the modes
+environment's lockfile, the host's MPI library, the site's site.yaml (the plans the modes
 run on), the models' cases (their inputs and settings), the harness (the climstack package)
 and the arguments; each finished report directory keeps its key and exit status. `climstack
 bench local` without --reuse always measures again."""
@@ -49,7 +49,7 @@ def key(
         env_dir / "spack.lock",
         *([cce] if cce.is_file() else []),
         facts,
-        site.path / "bind.yaml",
+        site.path / sites.SITE_FILE,
         *(f"{name}\0{stamp.tree(cases.get(name).directory)}" for name in models),
         stamp.tree(pins.PROJECT_ROOT / "climstack"),
         arguments,

@@ -1,6 +1,6 @@
 """Where a benchmark writes at a centre: its directory of the job below
 $CLIMSTACK_BENCH_DIR, the files it reads there (adios2.xml), and, where the site has Lustre
-(`lustre:` in its bind.yaml), the sweep of stripe settings a comparison asks for: the
+(`lustre:` in its site.yaml), the sweep of stripe settings a comparison asks for: the
 site's counts x sizes, or a study's own (STUDY_SWEEP). Lines of a job script, for
 climstack.bench.run.jobs."""
 
@@ -43,7 +43,7 @@ def work_directory(site: sites.Site, comparison, benchmark) -> tuple[list[str], 
         return [], commands
     if not lustre:
         return [
-            f"# no Lustre at {site.name} (no lustre: in its bind.yaml): {comparison.name} runs "
+            f"# no Lustre at {site.name} (no lustre: in its site.yaml): {comparison.name} runs "
             "without the stripe sweep, on the file system's default layout"
         ], commands
     settings = stripe_settings(lustre, comparison)
@@ -56,7 +56,7 @@ def work_directory(site: sites.Site, comparison, benchmark) -> tuple[list[str], 
     stop = (
         f'echo "climstack bench: $bench_dir is not on Lustre ({lustre["path"]}): the stripe '
         f"sweep needs it; submit from a directory there or set {BENCH_DIR} to one "
-        f'(a site without Lustre: no lustre: in its bind.yaml)" >&2; exit 2; }}'
+        f'(a site without Lustre: no lustre: in its site.yaml)" >&2; exit 2; }}'
     )
     commands.append(f"lfs getstripe -d {benchmark.workdir} >/dev/null 2>&1 || {{ {stop}")
     return comments, commands

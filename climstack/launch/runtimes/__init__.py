@@ -24,7 +24,7 @@ def get(name: str) -> Runtime:
     classes = registered()
     if name not in classes:
         raise ClimstackError(
-            f"unknown container runtime {name!r} (--runtime, or the site's bind.yaml "
+            f"unknown container runtime {name!r} (--runtime, or the site's site.yaml "
             "`runtime:`)",
             fix=f"one of {', '.join(classes)}, or a module for it in {__path__[0]}",
         )

@@ -16,7 +16,7 @@ class Runtime(ABC):
     """A container runtime: how a bind plan becomes its command line, a job's lines, and
     what it needs of an image."""
 
-    #: as --runtime, bind.yaml's `runtime:` and plan.json name it
+    #: as --runtime, site.yaml's `runtime:` and plan.json name it
     name: ClassVar[str] = ""
     #: characters its bind syntax cannot carry in a path
     separators: ClassVar[str] = ""
