@@ -32,11 +32,11 @@ from climstack.common import process
 from climstack.image import base_image
 from climstack.launch import oci_images
 from climstack.launch.runtimes import apptainer
-from climstack.stack import bench_sources, git_sources
+from climstack.stack.sources import bench_sources, git_sources
 from climstack.stack import buildcache as bc
-from climstack.stack import debian_sources as ds
+from climstack.stack.sources import debian_sources as ds
 from climstack.stack import environments, lock_cache, oci_cache, signing
-from climstack.stack import source_mirror as sm
+from climstack.stack.sources import source_mirror as sm
 from climstack.stack.registry import Registry
 from climstack_dev.centre import SLICE_SUITES, Centre, slice_env
 

@@ -24,7 +24,8 @@ from climstack.common import atomic, cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.inputs.sites import SITE_FILE, SITES_DIR
 from climstack.launch import sid_apptainer
-from climstack.stack import develop_trees, environments
+from climstack.stack import environments
+from climstack.stack.sources import develop_trees
 
 CLONE_TIMEOUT_S = 900
 

@@ -13,9 +13,9 @@ from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT, cache_dir, spack_user_cache
 from climstack.spack import DEFAULT, Spack
 from climstack.stack import buildcache as bc
-from climstack.stack import debian_sources as ds
+from climstack.stack.sources import debian_sources as ds
 from climstack.stack import environments, lock_cache, signing
-from climstack.stack import source_mirror as sm
+from climstack.stack.sources import source_mirror as sm
 
 #: the probes plus netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for
 #: byte; 4.9.0's is too, but its recipe also applies a patch downloaded from GitHub, which

@@ -17,7 +17,7 @@ from climstack_dev import programs
 
 from climstack import pins
 from climstack.common import atomic, process, stamp
-from climstack.stack import debian_sources
+from climstack.stack.sources import debian_sources
 
 #: an MPI program writing one NetCDF-4 file per rank with a 4.9 call (nc_def_var_quantize),
 #: printing which NetCDF and HDF5 libraries the process really loaded

@@ -21,7 +21,8 @@ from climstack.bench.results.records import COLUMNS
 from climstack.bind import elf
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check, sif
-from climstack.stack import bench_sources, environments, git_sources
+from climstack.stack import environments
+from climstack.stack.sources import bench_sources, git_sources
 from climstack_dev import io_libraries, programs
 
 MODES = tuple(catalogue.names(local=True))

@@ -20,7 +20,7 @@ import pytest
 from climstack.errors import ClimstackError
 from climstack.stack import buildcache as bc
 from climstack.stack import signing
-from climstack.stack import source_mirror as sm
+from climstack.stack.sources import source_mirror as sm
 from climstack_dev.centre import Centre, tarball_of
 
 

@@ -12,7 +12,7 @@ from climstack import spack
 from climstack.errors import ClimstackError
 from climstack.pins import PROJECT_ROOT
 from climstack.stack import buildcache as bc
-from climstack.stack import debian_sources as ds
+from climstack.stack.sources import debian_sources as ds
 from climstack.stack import environments, signing
 from climstack_dev.centre import tarball_of
 

@@ -4,7 +4,7 @@ the host's deb822 `.sources` entries, comments, disabled entries and embedded ke
 import pytest
 from debian.deb822 import Deb822
 
-from climstack.stack import debian_sources as ds
+from climstack.stack.sources import debian_sources as ds
 
 ORIG = "a" * 64
 DSC = "b" * 64

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from climstack.errors import ClimstackError
-from climstack.stack import debian_sources as ds
+from climstack.stack.sources import debian_sources as ds
 from climstack.stack import lock_cache
-from climstack.stack import source_mirror as sm
+from climstack.stack.sources import source_mirror as sm
 
 PACKAGE, VERSION = "climstack-fake", "1.0-1"
 ORIG = f"{PACKAGE}_1.0.orig.tar.gz"

@@ -1,8 +1,8 @@
 """`climstack source-mirror`: source mirrors for air-gapped centres
-(climstack.stack.source_mirror)."""
+(climstack.stack.sources.source_mirror)."""
 
-from climstack.stack.debian_sources import DebianSources
-from climstack.stack.source_mirror import checked, create, fill_from_debian
+from climstack.stack.sources.debian_sources import DebianSources
+from climstack.stack.sources.source_mirror import checked, create, fill_from_debian
 
 
 def register(commands) -> None:

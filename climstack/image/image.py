@@ -28,14 +28,8 @@ from climstack import spack as gateway
 from climstack.common import cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.image import mpich_fortran
-from climstack.stack import (
-    bench_sources,
-    containers,
-    develop_trees,
-    environments,
-    git_sources,
-    recipes,
-)
+from climstack.stack import containers, environments, recipes
+from climstack.stack.sources import bench_sources, develop_trees, git_sources
 
 BASE_PACKAGES = (
     "build-essential",

@@ -31,7 +31,7 @@ from climstack import pins
 from climstack.bind import elf
 from climstack.common import cache, process
 from climstack.errors import ClimstackError
-from climstack.stack.debian_sources import DebianSources
+from climstack.stack.sources.debian_sources import DebianSources
 
 
 @dataclass(frozen=True)

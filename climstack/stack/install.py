@@ -5,7 +5,8 @@ from pathlib import Path
 
 from climstack import spack
 from climstack.common import progress
-from climstack.stack import bench_sources, environments, git_sources
+from climstack.stack import environments
+from climstack.stack.sources import bench_sources, git_sources
 
 
 def install(env_dir: Path) -> dict[str, Path]:

@@ -25,7 +25,7 @@ from climstack.errors import ClimstackError, ToolFailure
 from climstack.inputs import sites
 from climstack.bench.abi import abi_hosts
 from climstack.launch import launch, launchers, runtimes
-from climstack.stack import git_sources
+from climstack.stack.sources import git_sources
 
 VIEW = "/opt/views/view"
 PROBE = f"{VIEW}/bin/mpi-probe"

@@ -2,7 +2,7 @@
 environment fetches, per concrete spec with code, per resource and per patch fetched from a
 URL: its pinned sha256 and its paths in a mirror (digest path first, then the
 human-readable alias, as Spack's stages name them).
-climstack.stack.source_mirror fills mirrors with it."""
+climstack.stack.sources.source_mirror fills mirrors with it."""
 
 import json
 import os

@@ -21,8 +21,8 @@ import yaml
 from climstack import pins
 from climstack.common import atomic, progress
 from climstack.errors import ClimstackError
-from climstack.stack import source_mirror
-from climstack.stack.debian_sources import DebianSources
+from climstack.stack.sources import source_mirror
+from climstack.stack.sources.debian_sources import DebianSources
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ ones air-gapped centres use. Nothing fetched is committed to this repository.
   because OSU publishes tarballs only on its own site). `spack mirror create` fills the
   site's source mirror; git's `url.<override>.insteadOf` maps each upstream URL to the one
   in CLIMSTACK_<NAME>_GIT, so the tarballs land where Spack looks for the upstream URL.
-- **a develop tree** (netcdf-fortran): climstack.stack.develop_trees.
-- netcdf-c's archive comes from Debian byte-identical (climstack.stack.source_mirror).
+- **a develop tree** (netcdf-fortran): climstack.stack.sources.develop_trees.
+- netcdf-c's archive comes from Debian byte-identical (climstack.stack.sources.source_mirror).
 - the model, MOM6: its recipe pins a commit with submodules (CVMix-src, GSW-Fortran).
   `spack mirror create` would clone each in full (`git submodule update` through the same
   insteadOf overrides, CLIMSTACK_CVMIX_SRC_GIT and CLIMSTACK_GSW_FORTRAN_GIT); instead the
@@ -31,10 +31,10 @@ from pathlib import Path
 from climstack.common import atomic, cache, progress, stamp
 from climstack.errors import ClimstackError
 from climstack.spack import DEFAULT, Spack
-from climstack.stack import develop_trees, source_mirror
-from climstack.stack.debian_sources import DebianSources
-from climstack.stack.git_archives import assemble, place_patch, place_release
-from climstack.stack.git_sources import (
+from climstack.stack.sources import develop_trees, source_mirror
+from climstack.stack.sources.debian_sources import DebianSources
+from climstack.stack.sources.git_archives import assemble, place_patch, place_release
+from climstack.stack.sources.git_sources import (
     ASSEMBLED,
     GIT_PATCHES,
     GIT_RELEASES,

@@ -1,7 +1,7 @@
-"""The git repositories of the offline routes (climstack.stack.bench_sources): each
+"""The git repositories of the offline routes (climstack.stack.sources.bench_sources): each
 package's upstream URL and its CLIMSTACK_<NAME>_GIT override, the commits assembled into
 archives, the GitHub patches and release tarballs remade from them, and the source mirror
-they all go to. Declarations only: climstack.stack.git_archives makes the archives."""
+they all go to. Declarations only: climstack.stack.sources.git_archives makes the archives."""
 
 import os
 from dataclasses import dataclass

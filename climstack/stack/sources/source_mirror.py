@@ -3,7 +3,8 @@
 `create` is Spack's own `spack mirror create` for an environment. `fill_from_debian` fills
 a mirror from Debian source packages, but only with an orig tarball whose sha256 equals the
 one the Spack recipe pins: Spack still verifies every checksum when it fetches from the
-mirror. The Debian side (apt, its indexes, the downloads) is climstack.stack.debian_sources.
+mirror. The Debian side (apt, its indexes, the downloads) is
+climstack.stack.sources.debian_sources.
 """
 
 import hashlib
@@ -15,7 +16,7 @@ from pathlib import Path
 from climstack.errors import ClimstackError
 from climstack.spack import DEFAULT, Spack
 from climstack.stack import environments
-from climstack.stack.debian_sources import DebianSources
+from climstack.stack.sources.debian_sources import DebianSources
 
 
 def needed_sources(env_dir: Path, spack: Spack = DEFAULT) -> list[dict]:

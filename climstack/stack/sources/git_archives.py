@@ -12,8 +12,8 @@ from urllib.parse import unquote
 
 from climstack.common import process, progress
 from climstack.errors import ClimstackError
-from climstack.stack import source_mirror
-from climstack.stack.git_sources import (
+from climstack.stack.sources import source_mirror
+from climstack.stack.sources.git_sources import (
     ASSEMBLED,
     GIT_SOURCES,
     SUBMODULE_SOURCES,
@@ -153,7 +153,7 @@ def _submodules(repo: Path, commit: str, package: str) -> list[tuple[GitSource, 
         if url not in by_upstream:
             raise ClimstackError(
                 f"{package}'s submodule {path} ({url}) has no offline route",
-                fix="add it to SUBMODULE_SOURCES in climstack/stack/git_sources.py",
+                fix="add it to SUBMODULE_SOURCES in climstack/stack/sources/git_sources.py",
             )
         gitlink = _git(repo, "ls-tree", commit, path, what=what).split()[2]
         found.append((by_upstream[url], gitlink, path))

@@ -3,7 +3,7 @@
 apt runs with its own state under cache_dir()/debian-src (no root, /etc/apt untouched);
 the deb-src entries are derived from the host's own `deb` entries (same mirror and keys).
 Debian's Sources indexes list each file's sha256, so matching a Spack recipe's checksum
-needs no download (climstack.stack.source_mirror does the matching). Indexes and deb822
+needs no download (climstack.stack.sources.source_mirror does the matching). Indexes and deb822
 `.sources` files are read and written with python-debian's deb822; the one-line
 `sources.list` format, which python-debian does not read, by ONE_LINE.
 """
