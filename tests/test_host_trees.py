@@ -16,7 +16,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from climstack.__main__ import main
@@ -26,16 +26,11 @@ from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack_dev.cpe_tree import cpe_tree
 from climstack_dev.cray_tree import cray_tree
+from climstack_dev.examples import examples
 
 BOUND_S = 30  # one reader's run on a small tree takes well under a second
-#: the same examples every run (CI never meets a new one by chance); small trees, few steps
-EXAMPLES = settings(
-    max_examples=int(os.environ.get("CLIMSTACK_HYPOTHESIS_EXAMPLES", 40)),
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+#: small trees, few steps (climstack_dev.examples: the same examples every run)
+EXAMPLES = examples(40)
 #: module-environment variables discovery would read before the site scope
 MODULE_ENVIRONMENT = ("CRAY_MPICH_DIR", "CRAY_MPICH_PREFIX", "MPICH_DIR", "I_MPI_ROOT", "PE_ENV")
 ODD_VERSIONS = ("8.1.27.rc1", "default", "latest", "8..1", "9.0.1-beta", "0", "1.2.3.4.5.6.7")

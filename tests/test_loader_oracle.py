@@ -11,12 +11,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from climstack.bind import elf, loader
 from climstack.check import oracle
 from climstack_dev import programs
+from climstack_dev.examples import examples
 
 IMAGE_DIR, HOST_DIR = "/t", "/h"  # the image's own tree and a bound host directory
 DIRS = ("/t/d0", "/t/d1", "/h/d2")
@@ -24,13 +25,7 @@ ENTRIES = (*DIRS, "$ORIGIN/../d1", "$ORIGIN")
 NAMES = ("liba.so", "libb.so", "libmpi.so.12")
 PROGRAM = "/t/bin/prog"
 INTERPRETER = "/lib64/ld-linux-x86-64.so.2"
-EXAMPLES = settings(
-    max_examples=int(os.environ.get("CLIMSTACK_HYPOTHESIS_EXAMPLES", 200)),
-    derandomize=True,
-    deadline=None,
-    database=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+EXAMPLES = examples(200)
 
 needs_tools = pytest.mark.skipif(
     not all(map(shutil.which, ("ch-run", "gcc", "patchelf", "mmdebstrap"))),
