@@ -1,56 +1,39 @@
-"""Print the comparison's figures: `climstack bench local` on 2 ranks, every mode, REPEATS
-repeats (the mode order rotated per repeat), then its headline through the report's own
-code (climstack.bench.report.headline and stats: per batch, benchmark and operation group, each
-mode's verdict, time ratio to native, 95% interval and n; a model's bit-for-bit verdicts),
-so that the figures printed here and the report's are one computation.
+"""Print the comparison's figures from the precise profile: `climstack bench local
+--precise` on 2 ranks (pinned, a discarded warm-up per benchmark and mode, the modes back to
+back per benchmark in a rotated order, repeated until every headline interval is narrower
+than 4% or the cap), then its page: bind, hybrid and fabric against native with each
+verdict and interval, the control's known 5% found or not, the A/A control's claims and
+what the stopping rule does to them, the pinning and the load, the run time; the numbers
+are the report's own (climstack.bench.precise.summary, climstack.bench.report.stats).
 
-Run: `.venv/bin/python benchmarks/bench_modes.py [REPEATS]` (default 5), or
-`--from DIR` to print the headline of a report directory `bench local` already wrote
-(`make local` prints its path).
+Run: `.venv/bin/python benchmarks/bench_modes.py [CAP]` (default 15; about 45 min on 2
+cores), or `--from DIR` to print the page of a report directory it wrote.
 """
 
 import argparse
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from climstack.bench.report import headline, stats
-from climstack.bench.results import records
+from climstack.bench.precise import profile
 from climstack.common import process
 from climstack.pins import PROJECT_ROOT
 
 
-def show(out: Path) -> None:
-    found, failures, checks = records.read(out / "records.json")
-    rows = headline.rows(found, failures, checks)
-    head, body = headline.table(rows)
-    widths = [max(len(str(x)) for x in column) for column in zip(head, *body)]
-    for line in [head, *body]:
-        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
-    print(f"\nmethod: {stats.METHOD}; within {stats.WITHIN:.0%} when the interval lies in 1 ± "
-          f"{stats.WITHIN:g}")  # fmt: skip
-    for benchmark, mode, reason in sorted({(f.benchmark, f.mode, f.reason) for f in failures}):
-        print(f"{benchmark:>12} {mode:<12} not run: {reason}")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("repeats", nargs="?", type=int, default=5)
-    parser.add_argument("--from", dest="source", type=Path, help="a bench local report dir")
+    parser.add_argument("cap", nargs="?", type=int, default=profile.CAP)
+    parser.add_argument("--from", dest="source", type=Path, help="a --precise report dir")
     args = parser.parse_args()
     if args.source:
-        return show(args.source)
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "report"
-        subprocess.run(
-            [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--repeats", str(args.repeats)]
-            + ["--out", out],
-            check=False,  # 1: a model run differs; the headline says which
-            stdout=subprocess.DEVNULL,
-        )
-        print(f"\nclimstack bench local: 2 ranks, {args.repeats} repeats, mode order rotated")
-        show(out)
+        print((args.source / "precise.md").read_text())
+        return
+    # its report directory goes to the cache; the command prints its path and the page
+    subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "local", "--precise"]
+        + ["--repeats", str(args.cap)],
+        check=False,  # 1: a model run differs; the page says which
+    )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ LAYERS = (
     ("bench.model",),  # a model's case and the bit-for-bit check,
     ("bench.run",),  # the modes and the run matrix, run here or as a job script,
     ("bench.report",),  # the statistics and the report,
+    ("bench.precise",),  # the precise profile: its runs, stopping rule and controls,
     ("bench.abi",),  # the MPI-5 standard ABI lane
     ("cli", "setup", "__main__", "workflow"),
 )

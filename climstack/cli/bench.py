@@ -12,6 +12,8 @@ from pathlib import Path
 
 from climstack import pins
 from climstack.bench.abi import abi, abi_hosts, abi_report
+from climstack.bench.precise import profile
+from climstack.bench.precise.command import run_precise
 from climstack.bench.report import report
 from climstack.bench.results import collect, records
 from climstack.bench.run import catalogue, jobs, reuse, runner, stripes
@@ -58,8 +60,21 @@ def fresh_out(args) -> Path:
 
 
 def run_local(args) -> int:
+    precise = getattr(args, "precise", False)  # `bench SITE` has no --precise
+    if args.repeats is None:
+        args.repeats = profile.CAP if precise else 3
     if args.emit:
         return run_emit(args)
+    if precise and (args.reuse or args.modes or args.resume):
+        raise ClimstackError(
+            "--precise runs its own modes from the start and never reuses a report",
+            fix="drop --reuse, --modes and --resume (or drop --precise)",
+        )
+    if getattr(args, "benchmarks", None) and not precise:
+        raise ClimstackError("--benchmarks chooses among the precise profile's benchmarks",
+                             fix="add --precise, or drop --benchmarks")  # fmt: skip
+    if precise:
+        profile.chosen(args.benchmarks)  # checked before anything runs
     checked_inputs(args)  # every input first: nothing is installed, run or removed before
     if args.image and not Path(args.image).is_dir():
         raise ClimstackError(
@@ -100,6 +115,8 @@ def run_local(args) -> int:
         return status
     if args.force and out.is_dir():
         shutil.rmtree(out)
+    if precise:
+        return run_precise(args, out, env_dir, finish)
     prefixes = install(env_dir)
     names = mode_names(args.modes)
     cce = install(environments.resolve(CCE_ENV)) if needs_cce(names) else {}
@@ -224,7 +241,22 @@ def register(commands) -> None:
     sub = commands.add_parser("bench", help="run the benchmarks and report the comparison")
     actions = sub.add_subparsers(dest="action", required=True)
     local = actions.add_parser("local", help="install the local environment, run, report")
-    local.add_argument("--repeats", type=int, default=3, help="runs per mode (default 3)")
+    local.add_argument(
+        "--repeats",
+        type=int,
+        help=f"runs per mode (default 3); with --precise, the cap (default {profile.CAP})",
+    )
+    local.add_argument(
+        "--precise",
+        action="store_true",
+        help="the precise profile (make bench): pinned, warmed up, repeated until conclusive, "
+        "with a known 5%% slowdown and an A/A control",
+    )
+    local.add_argument(
+        "--benchmarks",
+        help="with --precise, comma-separated, from "
+        f"{','.join(b.name for b in profile.BENCHMARKS)} (default: all)",
+    )
     local.add_argument("--ranks", type=int, default=2)
     local.add_argument("--out", help="report directory (default: a new one in the cache)")
     again = local.add_mutually_exclusive_group()

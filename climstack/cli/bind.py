@@ -9,16 +9,43 @@ import shutil
 import sys
 from pathlib import Path
 
-from climstack.bind import discover, families, loader, plan, remedy, stages
+from climstack.bind import cdi, discover, families, loader, plan, podman_hpc, remedy, stages
 from climstack.common import process
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.launch import launch, runtimes
 
 
+#: the formats that print (and write) the plan and run nothing
+PRINTED = ("env", "json", "cdi", "podman-hpc")
+
+
+def written(made, form: str) -> None:
+    """--format cdi / podman-hpc: the plan's CDI spec (its spec directory) or podman-hpc
+    module (its modules.d), written into the plan directory and printed; how to use it."""
+    if form == "cdi":
+        directory = cdi.spec_dir(made)
+        print((directory / cdi.FILE).read_text(), end="")
+        print(
+            f"# CDI spec: {directory / cdi.FILE}\n# podman --cdi-spec-dir {directory} run "
+            f"--device {cdi.device(made)} ...; apptainer exec --cdi-dirs {directory} "
+            f"--device {cdi.device(made)} ...",
+            file=sys.stderr,
+        )
+    else:
+        file = podman_hpc.write(made, Path(made.directory) / "podman-hpc")
+        print(file.read_text(), end="")
+        module = podman_hpc.name_of(made)
+        print(
+            f"# podman-hpc module: {file}\n# PODMANHPC_MODULES_DIR={file.parent} "
+            f"podman-hpc run --{module} ...",
+            file=sys.stderr,
+        )
+
+
 def check_arguments(args) -> None:
     """Options that the chosen --format would ignore or cannot honour are refused."""
-    if args.format in ("env", "json") and (args.image or args.program):
+    if args.format in PRINTED and (args.image or args.program):
         raise ClimstackError(
             f"--format {args.format} prints the plan and runs nothing: --image and --command "
             "are for --format args or exec",
@@ -78,6 +105,8 @@ def register(commands) -> None:
             print(f"# created {len(points)} mount points in {args.prepare_image}", file=sys.stderr)
         if args.format == "json":
             print(made.to_json())
+        elif args.format in ("cdi", "podman-hpc"):
+            written(made, args.format)
         elif args.format == "env":
             print(renderer(made).exports(made), end="")
         else:
@@ -144,7 +173,14 @@ def register(commands) -> None:
         help="plan directory (default: user cache/bind/...); "
         "on a Cray, somewhere compute nodes see, e.g. under /work",
     )
-    sub.add_argument("--format", choices=("env", "json", "args", "exec"), default="env")
+    sub.add_argument(
+        "--format",
+        choices=(*PRINTED, "args", "exec"),
+        default="env",
+        help="env (exports), json (plan.json), cdi (a CDI spec, written into the plan "
+        "directory), podman-hpc (a podman-hpc module, likewise), args (the runtime's "
+        "command line) or exec (run it)",
+    )
     sub.add_argument("--image", type=Path, help="image (.sif or directory) for args/exec")
     sub.add_argument(
         "--prepare-image",

@@ -8,6 +8,7 @@ from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
+from climstack.bind import cdi
 from climstack.bind.plan import Plan
 from climstack.check.verdict import render
 from climstack.check.verify import check, loaded_mismatch, parse_probe, run_probe
@@ -26,12 +27,24 @@ def register(commands) -> None:
             raise ClimstackError(
                 "--run needs --plan and --image", fix="give both, or leave out --run"
             )
-        oracle = args.image if args.image and not args.no_oracle else None
+        if args.cdi and not plan:
+            raise ClimstackError("--cdi needs --plan", fix="give the plan the spec was made of")
+        spec = cdi.load(args.cdi) if args.cdi else None
+        refused = cdi.refusals(plan, spec, args.cdi) if spec else []
+        # what a runtime applying the spec would run (a refused one: the plan, for the report)
+        checked = cdi.applied(plan, spec) if spec and not refused else plan
+        # a spec refused: nothing runs, not even the image's ld.so
+        oracle = args.image if args.image and not (args.no_oracle or refused) else None
         with sif_image.files(args.image) if args.image else nullcontext() as tree:
-            report = check(args.executable, plan, tree, runtime_image=oracle)
-            if args.image and args.no_oracle:
-                report.oracle = "not asked (--no-oracle)"
+            report = check(args.executable, checked, tree, runtime_image=oracle)
+            if args.image and (args.no_oracle or refused):
+                report.oracle = (
+                    f"not asked ({'--no-oracle' if args.no_oracle else 'spec refused'})"
+                )
+        report.problems[:0] = refused  # the spec's first: nothing runs under a spec refused
         print(json.dumps(asdict(report), indent=2) if args.json else render(report))
+        if refused:
+            return 1
         if args.run_probe:
             proc = run_probe(plan, args.image, args.executable, shlex.split(args.launcher))
             probe = parse_probe(proc.stdout)
@@ -55,6 +68,13 @@ def register(commands) -> None:
     sub.add_argument("executable", help="path on the host, or inside --image")
     sub.add_argument("--image", type=Path, help="image (directory or .sif) the executable is in")
     sub.add_argument("--plan", type=Path, help="plan directory written by `climstack bind`")
+    sub.add_argument(
+        "--cdi",
+        type=Path,
+        metavar="SPEC",
+        help="a CDI spec (file or spec directory) that is to carry the plan: refused, before "
+        "anything runs, unless it is the plan's (its device, mounts and variables)",
+    )
     sub.add_argument("--json", action="store_true")
     sub.add_argument(
         "--run",

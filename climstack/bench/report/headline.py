@@ -32,6 +32,7 @@ POINT_TO_POINT = {"latency", "multi_lat", "PingPong", "PingPing", "Sendrecv", "E
 HIGHER_IS_BETTER = {"bandwidth", "rate"}
 BANDWIDTHS = {"bw": "bandwidth", "bibw": "bi-directional bandwidth"}
 MAIN_LOOP = "Main loop"  # the model's time stepping clock (bench.cases.MAIN_LOOP)
+STARTUP = {"launch": "launch of /bin/true", "MPI_Init": "MPI_Init (osu_init)"}
 EXPLAINED = (
     "Each cell: the verdict, then the time ratio mode/native (for bandwidths and rates"
     " native/mode, so above 1 is always slower) with its interval and the number of"
@@ -90,6 +91,8 @@ def group_of(r: Record) -> Group | None:
         return Group(r.batch, b, "main loop (model)", 6)
     if r.metric == "time" and model and r.operation == "Total runtime":
         return Group(r.batch, b, "Total runtime (model)", 7)
+    if r.metric == "time" and formats.format_of(b) == "startup":
+        return Group(r.batch, b, STARTUP.get(r.operation, r.operation), 8)
     return None
 
 
@@ -101,16 +104,31 @@ def _series(records: list[Record]) -> dict:
     return series
 
 
-def cell(records: list[Record], mode: str) -> Cell | None:
-    """`mode`'s headline cell over the records of one group; None if no pair with native."""
-    per_repeat, per_size = defaultdict(list), {}  # repeat -> its ratios over sizes
+def _paired(records: list[Record], mode: str, baseline: str) -> tuple[dict, dict]:
+    """(repeat -> its ratios over sizes, size -> its Estimate over repeats) of `mode`
+    against `baseline`."""
+    per_repeat, per_size = defaultdict(list), {}
     for (_, size, _, metric), by_mode in _series(records).items():
-        mine, native = by_mode.get(mode, {}), by_mode.get(BASELINE, {})
+        mine, native = by_mode.get(mode, {}), by_mode.get(baseline, {})
         ratios = stats.paired(mine, native, rate=metric in HIGHER_IS_BETTER)
         for repeat, ratio in ratios.items():
             per_repeat[repeat].append(ratio)
         if ratios:
             per_size[size] = stats.estimate(ratios.values())
+    return per_repeat, per_size
+
+
+def repeat_ratios(records: list[Record], mode: str, baseline=BASELINE) -> dict[int, stats.Ratio]:
+    """repeat -> `mode`'s ratio to `baseline` over the group's sizes: what a cell's
+    interval is computed from (the precise profile's simulations resample them)."""
+    per_repeat, _ = _paired(records, mode, baseline)
+    return {repeat: stats.combined(ratios) for repeat, ratios in sorted(per_repeat.items())}
+
+
+def cell(records: list[Record], mode: str, baseline: str = BASELINE) -> Cell | None:
+    """`mode`'s headline cell over the records of one group, against `baseline` (the
+    precise profile's control is judged against bind); None if no pair."""
+    per_repeat, per_size = _paired(records, mode, baseline)
     if not per_repeat:
         return None
     e = stats.estimate(stats.combined(ratios) for ratios in per_repeat.values())
@@ -139,6 +157,15 @@ def bit_notes(checks: list[BitCheck]) -> dict[tuple, str]:
     return notes
 
 
+def grouped(records: list[Record]) -> dict[Group, list[Record]]:
+    """The records of each headline group, in the order the outputs print them."""
+    groups = defaultdict(list)
+    for r in records:
+        if (group := group_of(r)) is not None:
+            groups[group].append(r)
+    return groups
+
+
 def rows(records: list[Record], failures: list[Failure], checks=()) -> list[Row]:
     """One row per batch and group, in the formats' order; a cell per mode other than
     native (a benchmark never run natively has none). `checks`: the model runs'
@@ -150,10 +177,7 @@ def rows(records: list[Record], failures: list[Failure], checks=()) -> list[Row]
     failed = {((f.site, f.host, f.job), f.benchmark, f.mode) for f in failures}
     # benchmarks run (or tried) natively somewhere; the others have no row
     natively = {x.benchmark for x in [*records, *failures] if x.mode == BASELINE}
-    groups = defaultdict(list)
-    for r in records:
-        if (group := group_of(r)) is not None:
-            groups[group].append(r)
+    groups = grouped(records)
     seen = list(groups)  # within a benchmark and kind, the order the outputs print
     out = []
     for group in sorted(

@@ -174,6 +174,21 @@ def fms_clocks(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator
     return _lines(lines, warn, read)
 
 
+# --- the precise profile's start-up (climstack.bench.precise.startup): "# climstack
+# start-up", then "launch 0.412 s" (a launch of /bin/true through the mode) and
+# "MPI_Init 39 ms" (osu_init's average over the ranks)
+STARTUP_ROW = re.compile(r"^(launch|MPI_Init)\s+(\S+)\s+(s|ms)\s*$")
+
+
+def startup(lines: Lines, warn: Warn, operation: str = "unknown") -> Iterator[Measurement]:
+    def read(number, text):
+        if text.strip() and not text.startswith("#"):
+            name, value, unit = _match(STARTUP_ROW, text, "a start-up time")
+            yield Measurement(number, name, None, "time", Printed(value), unit)
+
+    return _lines(lines, warn, read)
+
+
 @dataclass(frozen=True)
 class Format:
     name: str
@@ -244,6 +259,13 @@ FORMATS = {
             FMS_TABULATING,
             FMS_COLUMNS,
             fms_clocks,
+        ),
+        Format(
+            "startup",
+            "the precise profile's start-up: a launch, and osu_init's MPI_Init",
+            re.compile(r"^# climstack start-up"),
+            STARTUP_ROW,
+            startup,
         ),
     )
 }

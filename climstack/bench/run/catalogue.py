@@ -26,6 +26,7 @@ class ModeRow:
     families: tuple[str, ...] = ()  # host library families bound over the image's
     flavour: str | None = None  # the PrgEnv flavour of those families at a centre
     binary: str = VIEW  # HOST, HOST_CCE, VIEW (the image's view), NOXPMEM (without xpmem)
+    runtime: str | None = None  # a runtime of its own (default: the comparison's --runtime)
     local: bool = True  # `bench local` runs it
     centre: bool = True  # `bench SITE --emit` writes it
     # the only benchmarks it runs locally (runner.LOCAL names): the CCE stand-in builds the
@@ -98,6 +99,35 @@ ROWS = [
         "the image's MPI over the host's libfabric",
         "CSCS Container Engine's default",
         "fabric",
+    ),
+    ModeRow(
+        "bind-cdi",
+        "bind, the plan applied by podman as a CDI spec (one container per rank, the host's "
+        "IPC and PID namespaces)",
+        "podman + CDI",
+        "bind",
+        runtime="podman",
+        centre=False,
+        only=("osu_latency", "osu_allreduce", "mom6"),
+    ),
+    # the precise profile's controls (climstack.bench.precise): `bench local --precise` only
+    ModeRow(
+        "bind-slow5",
+        "bind, with every clock its ranks read running 5% fast: a known 5% slowdown (the "
+        "precise profile's control)",
+        "-",
+        "bind",
+        local=False,
+        centre=False,
+    ),
+    ModeRow(
+        "native-again",
+        "native again, paired with native: no effect by construction (the precise "
+        "profile's A/A control)",
+        "-",
+        binary=HOST,
+        local=False,
+        centre=False,
     ),
 ]
 BASELINE = "native"

@@ -39,14 +39,16 @@ def local_modes(
     prefixes: dict[str, Path],
     work: Path | None = None,
     cce: dict[str, Path] | None = None,
+    pin: bool = False,
 ) -> list[modes.Mode]:
     """The modes `names` (mode_names: --modes checked) on `ranks` ranks, the container ones
     on `climstack image`'s image (`image_dir`, default: its default destination) under
     `runtime`, with the runs' directory `work` bound in (the files the I/O benchmarks
     write); `cce`: the CCE stand-in's prefixes (native-cce runs them,
-    bind-host-netcdf-cray binds them)."""
+    bind-host-netcdf-cray binds them); `pin`: each rank bound to a core of its own
+    (Hydra's `-bind-to core`), natively and in every container alike."""
     cce = cce or {}
-    launcher = launchers.get("mpiexec").argv(ranks)
+    launcher = launchers.get("mpiexec").argv(ranks, extra=("-bind-to", "core") if pin else ())
     container = [n for n in names if catalogue.get(n).container]
     chosen = []
     if container:
@@ -62,16 +64,18 @@ def local_modes(
             "cray": {"netcdf": str(cce["netcdf-c"]) if "netcdf-c" in cce else None},
         }
         for name in container:
-            host_netcdf = by_flavour[catalogue.get(name).flavour]
+            row = catalogue.get(name)
+            own = row.runtime and row.runtime != runtime  # bind-cdi: podman, on the directory
             chosen.append(
                 modes.container(
-                    name, image_dir, launcher, ranks, runtime, target,
-                    fabric_prefix, env, host_netcdf, work,
+                    name, image_dir, launcher, ranks, row.runtime or runtime,
+                    None if own else target, fabric_prefix, env, by_flavour[row.flavour], work,
                 )  # fmt: skip
             )
     by_name = {m.name: m for m in chosen}
-    if "native" in names:
-        by_name["native"] = modes.native(launcher, prefixes)
+    for name in ("native", "native-again"):  # the A/A control: native under another name
+        if name in names:
+            by_name[name] = modes.native(launcher, prefixes, name)
     if "native-cce" in names:
         by_name["native-cce"] = modes.native(launcher, cce, "native-cce")
     return [by_name[n] for n in names]

@@ -82,7 +82,7 @@ def container(
             fabric_prefix=fabric_prefix,
             with_families=families,
         )
-        if work:  # this comparison's, not the plan's: not in the written plan
+        if work and not chosen.read_only_binds:  # the comparison's, not in the written plan
             work.mkdir(parents=True, exist_ok=True)
             made = replace(made, binds=[*made.binds, [str(work), str(work)]])
         chosen.prepare_image(made, image_dir)  # the mount points ch-run cannot create

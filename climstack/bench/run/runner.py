@@ -171,7 +171,7 @@ def run_all(
         work = work_root(out) / benchmark.name
         if benchmark.case:  # a fresh run directory per run
             work = work / f"{run.mode}.r{run.repeat}"
-        text = _run_one(benchmark, mode_of[run.mode], work, ranks, timeout, fields)
+        text = run_one(benchmark, mode_of[run.mode], work, ranks, timeout, fields)
         path.write_text(text if text.startswith(HEADER) else f"{header(fields)}\n{text}")
     written += compare_models(benchmarks, out, batch)
     return written
@@ -221,7 +221,9 @@ def work_root(out: Path) -> Path:
     return out / "work"
 
 
-def _run_one(benchmark, mode, work, ranks, timeout, fields) -> str:
+def run_one(benchmark, mode, work, ranks, timeout, fields) -> str:
+    """One run of `benchmark` in `mode`, in `work`: its output, or its failure's header
+    line (`fields`: the header's)."""
     failed = header(fields, FAILED) + " reason="
     if mode.unavailable:
         return failed + shlex.quote(mode.unavailable) + "\n"

@@ -24,6 +24,9 @@ class Runtime(ABC):
     image_format: ClassVar[str] = "sif"
     #: > 0: this machine runs it (container-smoke, bench local), in this order
     local: ClassVar[int] = 0
+    #: the plan's binds are read-only (a CDI spec's): a run's directory is the start
+    #: directory's own writable mount (exec_args' cwd), not a bind of the plan
+    read_only_binds: ClassVar[bool] = False
 
     def check_bind_paths(self, plan) -> None:
         """Refuse paths the runtime's bind syntax cannot express."""

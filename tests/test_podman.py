@@ -1,0 +1,135 @@
+"""Bind plans under real podman (Debian's 4.3.1 with runc) through the plan's CDI spec:
+mpi-probe in the probe image, launched on 2 ranks from outside the container as on a Cray,
+loads the host MPI in bind mode; the spec's mounts arrive read-only and its variables set;
+verify accepts and refuses the same programs as under Charliecloud, the image's own ld.so
+asked under podman. Every container is removed (`--rm`; checked at the end by label)."""
+
+import shlex
+import shutil
+import subprocess
+from dataclasses import replace
+
+import pytest
+from conftest import tree
+
+from climstack.bind import cdi
+from climstack.bind import plan as planner
+from climstack.check import verify
+from climstack.inputs import sites
+from climstack.launch import runtimes
+from climstack.launch.runtimes import podman
+from climstack_dev import programs as helpers
+
+BIN = "/opt/probe/bin"
+PODMAN = runtimes.get("podman")
+CHARLIECLOUD = runtimes.get("charliecloud")
+HOSTS = {
+    "debian": (helpers.debian_mpich, "MPICH Version:\t4.0.2"),
+    "mpich-3.4.3": (lambda: helpers.mpich("3.4.3"), "MPICH Version:\t3.4.3"),
+}
+
+pytestmark = pytest.mark.skipif(
+    not all(map(shutil.which, ("podman", "runc", "unshare"))),
+    reason="needs Debian's podman and runc (bin/setup installs them)",
+)
+
+
+def ours() -> list[str]:
+    """Our containers (by their label), running or not."""
+    out = subprocess.run(
+        ["podman", "ps", "-a", "--filter", f"label={podman.LABEL}", "--format", "{{.ID}}"],
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.split()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_container_left():
+    """No container of ours before or after: any left is removed, and the module fails."""
+    before = ours()
+    yield
+    left = [c for c in ours() if c not in before]
+    if left:
+        subprocess.run(["podman", "rm", "-f", *left], capture_output=True)
+    assert not left, f"containers left running: {left}"
+
+
+@pytest.fixture(scope="module")
+def plans(image, tmp_path_factory):
+    """(podman plan, charliecloud plan) of each host MPI, written (the same plan but for
+    its runtime); the Charliecloud one with its mount points in the image."""
+    made = {}
+    for name, (mpi, _) in HOSTS.items():
+        prefix = None if name == "debian" else str(mpi().prefix)
+        plan = planner.make_plan(sites.get("local"), prefix=prefix, environ={})
+        on_podman = planner.write(replace(plan, runtime="podman"), tmp_path_factory.mktemp(name))
+        on_ch = planner.write(plan, tmp_path_factory.mktemp(f"{name}-ch"))
+        CHARLIECLOUD.prepare_image(on_ch, image)
+        made[name] = on_podman, on_ch
+    return made
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_mpi_probe_on_two_ranks_loads_the_host_mpi_under_podman(host, image, plans):
+    plan, _ = plans[host]
+    mpi, expected = HOSTS[host][0](), HOSTS[host][1]
+    report = verify.check(helpers.BASE_PROBE, plan, image)
+    assert report.ok, report.problems
+    argv = PODMAN.exec_args(plan, str(image), [helpers.BASE_PROBE])
+    assert ["--device", cdi.device(plan)] == argv[argv.index("--device") :][:2]
+    assert "--ipc=host" in argv and "--pid=host" in argv and "--preserve-fds=1" in argv
+    proc = verify.run_probe(plan, image, helpers.BASE_PROBE, [str(mpi.bin / "mpiexec"), "-n", "2"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    probe = verify.parse_probe(proc.stdout)
+    assert probe["library"] == expected and probe["ranks"] == "2"
+    assert probe["loaded"] == f"{planner.LINKS_DIR}/libmpi.so.12"
+    assert not verify.loaded_mismatch(plan, probe)
+
+
+def test_spec_mounts_arrive_read_only_with_its_variables(image, plans):
+    """What podman applied of the spec, seen from inside: mountinfo and the environment."""
+    plan, _ = plans["debian"]
+    script = "grep ' /opt/climstack/' /proc/self/mountinfo; echo LD=$LD_LIBRARY_PATH"
+    argv = PODMAN.exec_args(plan, str(image), ["sh", "-c", script])
+    before = tree(image)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    mounted = {line.split()[4]: line.split()[5] for line in proc.stdout.splitlines()[:-1]}
+    assert set(mounted) == {dst for _, dst in plan.binds}
+    assert all(options.split(",")[0] == "ro" for options in mounted.values()), mounted
+    assert proc.stdout.splitlines()[-1] == f"LD={planner.LINKS_DIR}"
+    assert tree(image) == before  # the image directory is an overlay's lower layer
+
+
+@pytest.mark.parametrize(
+    "program, host",
+    [
+        (helpers.BASE_PROBE, "debian"),
+        (f"{BIN}/mpi41", "debian"),  # MPI 4.1 on MPICH 4.0.2: a missing symbol
+        (f"{BIN}/mpi-probe-rpath", "debian"),  # its DT_RPATH keeps the host MPI out
+        (f"{BIN}/mpi4", "mpich-3.4.3"),  # MPI 4 on Cray MPICH 8's base
+    ],
+)
+def test_verify_gives_the_same_verdict_under_podman_as_charliecloud(program, host, image, plans):
+    """The verdicts agree, and the image's own ld.so, asked under podman, agrees."""
+    on_podman, on_ch = plans[host]
+    by_podman = verify.check(program, on_podman, image, runtime_image=image)
+    by_ch = verify.check(program, on_ch, image)
+    assert by_podman.ok == by_ch.ok
+    assert by_podman.verdict == by_ch.verdict
+    assert [p for p in by_podman.problems if "ld.so" not in p] == [
+        p.replace(on_ch.directory, on_podman.directory) for p in by_ch.problems if "ld.so" not in p
+    ]
+    assert by_podman.oracle == "agrees", by_podman.problems
+    if program == helpers.BASE_PROBE:
+        assert by_podman.ok
+
+
+def test_job_step_runs_the_same_command(plans, image):
+    plan, _ = plans["debian"]
+    lines, step = PODMAN.job_lines(plan, str(image), [helpers.BASE_PROBE], here=True)
+    assert lines == [] and '"--workdir=$PWD"' in step
+    assert shlex.split(step.replace('"--volume=$PWD:$PWD" "--workdir=$PWD"', ""))[-1] == (
+        helpers.BASE_PROBE
+    )
