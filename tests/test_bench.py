@@ -207,8 +207,9 @@ def test_report_from_slurm_outs_with_garbled_and_truncated_files(local_run, tmp_
     text = (jobs / "report" / "report.md").read_text()
     assert "## Left out" in text and "slurm-1002.out" in text
     records = json.loads((jobs / "report" / "records.json").read_text())["records"]
-    # fifteen runs (three repeats of five modes) of 17 sizes, then one without 64 B
-    assert len(records) == 15 * 17 + 16
+    # eighteen runs (three repeats of six modes, bind-cdi's among them) of 17 sizes, then
+    # one without 64 B
+    assert len(records) == 18 * 17 + 16
 
 
 def test_unknown_format_is_left_out_naming_the_formats(tmp_path):

@@ -20,7 +20,8 @@ from climstack.bench.run import catalogue  # noqa: E402
 from climstack.bench.results.records import Record, batch_text  # noqa: E402
 
 SIZED = ("latency", "bandwidth")
-PALETTE = plt.get_cmap("tab10").colors
+#: a colour per catalogue row and then some (tab10 alone ran out at the eleventh mode)
+PALETTE = plt.get_cmap("tab10").colors + plt.get_cmap("Dark2").colors
 
 
 def colour(mode: str, others: list[str] = ()) -> tuple:
