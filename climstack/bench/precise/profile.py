@@ -12,6 +12,12 @@ CONTROL, AA = "bind-slow5", "native-again"
 #: the control's known effect: every clock its ranks read runs this much fast (slowdown.c)
 SLOWDOWN = 0.05
 
+
+def clock_share(mode: str) -> float:
+    """How fast the clocks of `mode`'s ranks run: the control's SLOWDOWN, else 0."""
+    return SLOWDOWN if mode == CONTROL else 0.0
+
+
 #: the stopping rule: after MIN_REPEATS, a benchmark stops once every one of its headline
 #: cells' 95% interval is narrower than TARGET (high / low - 1), or at CAP repeats
 TARGET = 0.04

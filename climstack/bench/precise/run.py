@@ -26,13 +26,10 @@ def _one(benchmark, mode, out: Path, ranks, libraries, fields, raw: Path) -> dic
     log = runner.work_root(out) / "affinity" / raw.stem
     log.mkdir(parents=True, exist_ok=True)
     load = quiet.wait_until_quiet(WAIT_RUN_S)
-    work = runner.work_root(out) / benchmark.name
-    if benchmark.case:  # a fresh run directory per run
-        work = work / f"{mode.name}.r{fields['repeat']}"
+    work = runner.work_dir(out, benchmark, mode.name, fields["repeat"])
     fields = {**fields, **load.fields(),
               "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
-    share = profile.SLOWDOWN if mode.name == profile.CONTROL else 0.0
-    shimmed = shims.shimmed(mode, libraries, log, share)
+    shimmed = shims.shimmed(mode, libraries, log, profile.clock_share(mode.name))
     text = runner.run_one(benchmark, shimmed, work, ranks, 900, fields)
     cpus = shims.read_affinity(log)
     fields["cpus"] = ";".join(f"{r}:{c}" for r, c in sorted(cpus.items())) or "unknown"

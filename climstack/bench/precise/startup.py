@@ -39,8 +39,7 @@ def measure(mode_of: dict, out: Path, ranks: int, libraries: dict, repeat: int) 
     for order, name in enumerate(matrix.rotated(list(mode_of), max(repeat, 1)), start=1):
         mode, log = mode_of[name], runner.work_root(out) / "affinity" / f"startup.{name}"
         log.mkdir(parents=True, exist_ok=True)
-        share = profile.SLOWDOWN if name == profile.CONTROL else 0.0
-        shimmed = shims.shimmed(mode, libraries, log, share)
+        shimmed = shims.shimmed(mode, libraries, log, profile.clock_share(name))
         fields = {
             "benchmark": "startup", "mode": name, "ranks": ranks, "nodes": 1,
             "runtime": mode.runtime, "site": batch.site, "host": batch.host, "job": batch.job,

@@ -168,9 +168,7 @@ def run_all(
             "job": batch.job, "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "repeat": run.repeat, "order": run.order,
         }  # fmt: skip
-        work = work_root(out) / benchmark.name
-        if benchmark.case:  # a fresh run directory per run
-            work = work / f"{run.mode}.r{run.repeat}"
+        work = work_dir(out, benchmark, run.mode, run.repeat)
         text = run_one(benchmark, mode_of[run.mode], work, ranks, timeout, fields)
         path.write_text(text if text.startswith(HEADER) else f"{header(fields)}\n{text}")
     written += compare_models(benchmarks, out, batch)
@@ -219,6 +217,13 @@ def check(native: Path, run: Path) -> tuple[str, list[str]]:
 def work_root(out: Path) -> Path:
     """Where each benchmark runs, in its own directory (the files it writes)."""
     return out / "work"
+
+
+def work_dir(out: Path, benchmark: Benchmark, mode: str, repeat: int) -> Path:
+    """Where one run starts: its benchmark's directory; a model's case, a fresh run
+    directory per mode and repeat."""
+    work = work_root(out) / benchmark.name
+    return work / f"{mode}.r{repeat}" if benchmark.case else work
 
 
 def run_one(benchmark, mode, work, ranks, timeout, fields) -> str:
