@@ -117,7 +117,10 @@ def test_sigterm_stops_a_spack_build_and_the_rerun_completes(tmp_path):
     (env / "spack.yaml").write_text(yaml.safe_dump({"spack": manifest}))
     build = [sys.executable, "-c", BUILD, str(tmp_path / "centre"), str(env)]
     with subprocess.Popen(build, cwd=PROJECT_ROOT, stderr=subprocess.PIPE, text=True) as proc:
-        tree, took = interrupt(proc, signal.SIGTERM, lambda tree: started.exists())
+        # the signal once the build runs its `sleep 600` (the file is written just before it)
+        tree, took = interrupt(
+            proc, signal.SIGTERM, lambda tree: any("sleep 600" in c for c in tree.values())
+        )
         said = proc.stderr.read()
     assert proc.returncode == 128 + signal.SIGTERM, said[-2000:]
     assert any("sleep 600" in command for command in tree.values()), tree
