@@ -79,10 +79,29 @@ def check_pmpi(report: Report, wanted: set, exports: set) -> None:
 
 
 def check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
-    """A Fortran program on the standard ABI needs a host Fortran ABI library
-    (libmpifort_abi.so.1): only Intel MPI has one; MPICH's and Open MPI's have none."""
+    """A Fortran program on the standard ABI calls MPI through one Fortran layer over the C
+    ABI: the image's mpif (libmpif.so.1, which needs nothing of the host but libmpi_abi's C
+    symbols: its imports are checked with every other object's) or the host's Fortran ABI
+    (libmpifort_abi.so.1, which only Intel MPI ships). An implementation's own Fortran
+    library is refused, and so are both layers in one process."""
+    names = {*own.libraries, *own.missing}
+    if own_fortran := [n for n in elf.IMPLEMENTATION_FORTRAN if n in names]:
+        report.problems.append(
+            f"{report.executable} loads {own_fortran[0]}, an MPI implementation's own Fortran "
+            "library: it calls that implementation's internals, which no MPI-5 ABI library "
+            "exports; build the program with mpif's mpifort (libmpif.so.1, repo/packages/mpif)"
+        )
+        return
+    if elf.MPIF_SONAME in names:
+        if "libmpifort_abi.so.1" in names:
+            report.problems.append(
+                f"{report.executable} loads both {elf.MPIF_SONAME} (mpif, the image's Fortran "
+                "layer) and libmpifort_abi.so.1 (the host's): two Fortran MPI layers with their own "
+                "handles and constants in one process, mixed; link one of them"
+            )
+        return
     importers = [top, *own.libraries.values()]
-    fortran = "libmpifort_abi.so.1" in own.libraries or any(
+    fortran = "libmpifort_abi.so.1" in names or any(
         name.islower() and elf.MPI_SYMBOL.match(name)
         for lib in importers
         for name in lib.info.mpi_imports()
@@ -91,8 +110,8 @@ def check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
         report.problems.append(
             f"{report.executable} calls MPI from Fortran but the host's MPI-5 ABI library "
             f"({plan.mpi.get('version') or 'the host MPI'}) has no Fortran ABI "
-            "(libmpifort_abi.so.1; only Intel MPI ships one): run Fortran programs from the "
-            "MPICH-ABI image (containers/archer2) on an MPICH-ABI host"
+            "(libmpifort_abi.so.1; only Intel MPI ships one): build the program with mpif's "
+            "mpifort (libmpif.so.1, as the image's MOM6), which needs no host Fortran library"
         )
 
 

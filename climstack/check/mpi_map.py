@@ -17,9 +17,16 @@ from climstack.check.verdict import Report
 MPI_LIBRARY = re.compile(r"^lib(p?mpi|mpich|open-pal|open-rte|open_mpi)[\w.+-]*\.so")
 
 
+def is_fortran_layer(obj: Library) -> bool:
+    """mpif's libmpif.so.1 (repo/packages/mpif): Fortran bindings that import the C ABI
+    (MPI_Init) and define the Fortran names (mpi_init_), part of the application; their
+    C imports are the host library's to satisfy, as every other object's."""
+    return obj.info.soname == elf.MPIF_SONAME and "MPI_Init" in obj.info.mpi_imports()
+
+
 def is_mpi_library(obj: Library) -> bool:
     """An MPI implementation's file, by its name or SONAME (the program is never one)."""
-    if obj.parent is None:
+    if obj.parent is None or is_fortran_layer(obj):
         return False
     names = (PurePosixPath(obj.name).name, obj.info.soname, obj.real.name)
     return any(MPI_LIBRARY.match(n) for n in names if n)
@@ -40,6 +47,8 @@ def statics(closure: Closure) -> list[str]:
     """The objects that are no MPI library yet hold an MPI (linked in statically)."""
     found = []
     for obj in closure.objects:
+        if is_fortran_layer(obj):
+            continue
         if not is_mpi_library(obj) and (why := elf.static_mpi(obj.info)):
             found.append(f"{obj.path} {why}")
     return found

@@ -63,11 +63,9 @@ class Base:
 #: the recipes' `container.images.final` -> how it is built here
 BASES = {
     "debian:12": Base("bookworm", BASE_PACKAGES, pins.PROJECT_ROOT / "containers" / "local-image"),
-    # the MPI-5 ABI image: C only, glibc 2.41 (Open MPI 6's libraries need GLIBC_2.38)
+    # the MPI-5 ABI image: glibc 2.41 (Open MPI 6's libraries need GLIBC_2.38)
     "debian:13": Base(
-        "trixie",
-        tuple(p for p in BASE_PACKAGES if p != "gfortran"),
-        pins.PROJECT_ROOT / "containers" / "local-image-debian13",
+        "trixie", BASE_PACKAGES, pins.PROJECT_ROOT / "containers" / "local-image-debian13"
     ),
 }
 WHEEL_MPICH = "3.4.3"

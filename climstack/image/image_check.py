@@ -3,7 +3,9 @@
 Every MPICH-ABI executable must (1) list libxpmem.so.0 in DT_NEEDED, so that Cray MPICH
 enables XPMEM single-copy transfers; every MPI executable must (2) find its MPI through
 DT_RUNPATH, never DT_RPATH, so that the launcher's LD_LIBRARY_PATH (the bound host MPI)
-wins, and (3) load one MPI ABI: the MPICH ABI or the MPI-5 standard ABI, never both.
+wins, and (3) load one MPI ABI: the MPICH ABI or the MPI-5 standard ABI, never both; (4)
+every Fortran MPI executable of the standard ABI calls MPI through mpif (libmpif.so.1, the
+image's own, over libmpi_abi.so.1) and loads no MPI implementation's Fortran library.
 
 It needs only pyelftools besides this package: the image's %post and %test run it as
 `python3 -m climstack.image.image_check` with Debian's python3-pyelftools.
@@ -84,10 +86,38 @@ def mpi_users(files: list[elf.Elf], sonames=MPI_SONAMES | STANDARD_SONAMES) -> l
     return [f for f in files if f.interpreter and mpi.intersection(f.needed)]
 
 
-def problems(info: elf.Elf, mpich: bool = True, standard: bool = False) -> list[str]:
+def needed_closure(info: elf.Elf, files: list[elf.Elf]) -> set[str]:
+    """The names `info` loads, directly or through the image's libraries (by SONAME)."""
+    by_soname = {f.soname: f for f in files if f.soname}
+    seen, pending = set(), list(info.needed)
+    while pending:
+        if (name := pending.pop()) not in seen:
+            seen.add(name)
+            pending += by_soname[name].needed if name in by_soname else []
+    return seen
+
+
+def fortran_problems(info: elf.Elf, loads: set[str]) -> list[str]:
+    """Property (4), for a standard-ABI executable that loads `loads` (needed_closure)."""
+    fortran = any(n.islower() and elf.MPI_SYMBOL.match(n) for n in info.mpi_imports())
+    implementation = sorted(loads.intersection(elf.IMPLEMENTATION_FORTRAN))
+    if implementation:
+        return [f"loads {', '.join(implementation)} (an MPI implementation's own Fortran)"]
+    if fortran and elf.MPIF_SONAME not in loads:
+        return [f"calls MPI from Fortran without {elf.MPIF_SONAME} (mpif)"]
+    if elf.MPIF_SONAME in loads and "libmpifort_abi.so.1" in loads:
+        return [f"loads both {elf.MPIF_SONAME} and libmpifort_abi.so.1 (two Fortran layers)"]
+    return []
+
+
+def problems(
+    info: elf.Elf, mpich: bool = True, standard: bool = False, files: list[elf.Elf] = ()
+) -> list[str]:
     """What is wrong with MPI executable `info`, which loads the MPICH ABI (`mpich`) and/or
-    the MPI-5 standard ABI (`standard`)."""
+    the MPI-5 standard ABI (`standard`); `files`: the image's, whose SONAMEs it may load."""
     found = []
+    if standard and not mpich:
+        found += fortran_problems(info, needed_closure(info, files))
     if mpich and standard:
         found.append("loads both the MPICH ABI (libmpi.so.12) and the MPI-5 ABI (libmpi_abi.so.1)")
     if mpich and XPMEM_SONAME not in info.needed:
@@ -146,8 +176,11 @@ def main(argv=None) -> int:
     executables = mpi_users(files)
     failed = []
     for info in sorted(executables, key=lambda i: str(i.path)):
-        bad = problems(info, info.path in mpich, info.path in standard)
-        line = f"{'FAIL' if bad else 'ok  '} {info.path}{': ' + '; '.join(bad) if bad else ''}"
+        bad = problems(info, info.path in mpich, info.path in standard, files)
+        layer = " (Fortran: mpif)" if elf.MPIF_SONAME in needed_closure(info, files) else ""
+        line = (
+            f"{'FAIL' if bad else 'ok  '} {info.path}{layer}{': ' + '; '.join(bad) if bad else ''}"
+        )
         failed += [line] if bad else []
         print(line)
     print("\n".join(failed))  # again, last: what a build log's tail shows

@@ -20,10 +20,17 @@ from climstack.launch.launchers.base import Launcher
 #: Debian sid's Open MPI 6 (launcher, mpicc, libmpi_abi_openmpi.so.1) and ch-run, whose
 #: ranks start containers from inside the sid system
 SID_PACKAGES = ("openmpi-bin", "libopenmpi-dev", "gcc", "libc6-dev", "charliecloud-runtime")
-WHEELS = {"mpich": ("mpich", "5.0.2"), "intel": ("impi-rt", "2021.18.1")}
+WHEELS = {
+    "mpich": ("mpich", "5.0.2"),
+    "intel": ("impi-rt", "2021.18.1"),
+    # the release that fixed MPI_<kind>_fromint(MPI_<kind>_toint(h)) != h (handle_roundtrip.c)
+    "intel-2021.19": ("impi-rt", "2021.19.0"),
+}
 #: Intel's compiler wrappers (mpicc), a wheel of their own beside the runtime's
 INTEL_DEVEL = ("impi-devel", "2021.18.1")
 NAMES = ("mpich", "intel", "openmpi")
+#: the hosts of the Fortran lane (climstack.bench.abi.abi_model): Intel MPI in two releases
+MODEL_HOSTS = ("mpich", "intel", "intel-2021.19", "openmpi")
 
 
 @dataclass(frozen=True)
@@ -80,10 +87,11 @@ def intel_wrappers() -> Path:
 
 def _wheel_host(name: str, title: str, cc: str, **rest) -> Host:
     """A host MPI of a PyPI wheel on this host: its hydra launcher; `cc` in its bin/ or a
-    path of its own."""
+    path of its own ('': none)."""
     prefix = wheel_prefix(name)
     hydra = launchers.get("mpiexec", program=str(prefix / "bin" / "mpiexec.hydra"))
-    return Host(name, title, Path("/"), str(prefix), hydra, cc=str(prefix / "bin" / cc), **rest)
+    compiler = str(prefix / "bin" / cc) if cc else ""
+    return Host(name, title, Path("/"), str(prefix), hydra, cc=compiler, **rest)
 
 
 def host(name: str, visible=()) -> Host:
@@ -91,6 +99,14 @@ def host(name: str, visible=()) -> Host:
     a command run on it must see (Open MPI's sid system sees only what is bound in)."""
     if name == "mpich":
         return _wheel_host(name, "MPICH 5.0.2", cc="mpicc")
+    if name == "intel-2021.19":  # runs the image's programs only: no compiler wrapper
+        prefix = str(wheel_prefix(name))
+        return _wheel_host(
+            name,
+            "Intel MPI 2021.19",
+            cc="",
+            env={"I_MPI_ROOT": prefix, "FI_PROVIDER": "tcp"},
+        )
     if name == "intel":
         devel = intel_wrappers()
         return _wheel_host(
@@ -110,7 +126,9 @@ def host(name: str, visible=()) -> Host:
         wrap = ("ch-run", "-w", *(f"--bind={p}:{p}" for p in shown), str(root), "--")
         mpirun = launchers.get("mpirun")  # PRRTE's, in the sid system
         return Host(name, "Open MPI 6.0.0rc2", root, "/usr", mpirun, wrap=wrap, cc="mpicc")
-    raise ClimstackError(f"unknown MPI-5 ABI host {name!r}", fix=f"one of {', '.join(NAMES)}")
+    raise ClimstackError(
+        f"unknown MPI-5 ABI host {name!r}", fix=f"one of {', '.join(MODEL_HOSTS)}"
+    )
 
 
 def library_version(output: str) -> str:

@@ -2,12 +2,15 @@
 image/native ratios per host MPI and benchmark, and the compatibility table, image ABI x host
 MPI, whose verdicts `bind` and `verify` compute here on the real libraries."""
 
+import itertools
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench.report import stats
 from climstack.bench.abi.abi import PROBE
+from climstack.bench.abi.abi_model import MODEL
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
 from climstack.common import wheels
@@ -83,12 +86,14 @@ def status(netcdf: dict) -> int:
 #: hosts verify is asked about without running anything: MPICH-ABI only (no libmpi_abi)
 MPICH_ONLY = {"mpich-3.4.3": ("MPICH 3.4.3 (Cray MPICH 8.1's base)", ("mpich", "3.4.3")),
               "debian-mpich": ("Debian's MPICH 4.0.2", None)}  # fmt: skip
-#: the images of each ABI: environment, and the probe in it
-IMAGES = {"standard": ("container-mpi-abi", PROBE), "mpich": ("container-archer2", PROBE)}
+#: the images of each ABI: their environments
+IMAGES = {"standard": "container-mpi-abi", "mpich": "container-archer2"}
+#: each language's program in both images: the probe (C) and the model (Fortran: MOM6)
+PROGRAMS = {"C": PROBE, "Fortran": MODEL}
 
 
-def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path) -> str:
-    """What `bind` then `verify` say of the image of ABI `kind`'s probe on a host MPI."""
+def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path, program) -> str:
+    """What `bind` then `verify` say of `program` in the image of ABI `kind` on a host MPI."""
     try:
         made = plans.make(
             sites.get("local"),
@@ -101,7 +106,7 @@ def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path) ->
         )
     except ClimstackError as err:
         return f"refused by bind: {_reason(str(err))}"
-    report = verify.check(PROBE, made, image_dir)
+    report = verify.check(program, made, image_dir)
     return "verify ok" if report.ok else f"refused by verify: {_reason(report.problems[0])}"
 
 
@@ -113,9 +118,12 @@ def _reason(message: str) -> str:
 
 
 def compatibility(results: dict, out: Path, mpich_image: Path | None) -> list[dict]:
-    """Image ABI x host MPI: how it launches, what bind and verify say (computed here), and
-    the measured osu_latency ratio where it ran."""
-    hosts = {name: abi_hosts.host(name, visible=(out,)) for name in results["hosts"]}
+    """Image ABI x host MPI x language: how it launches, what bind and verify say (computed
+    here), and what ran: the osu_latency ratio (C), the model's preflight and outputs
+    (Fortran, the standard ABI image)."""
+    model = results.get("model", {})
+    names = dict.fromkeys([*results["hosts"], *model.get("hosts", {})])
+    hosts = {name: abi_hosts.host(name, visible=(out,)) for name in names}
     rows = []
     targets = [(n, h.title, h.root, h.prefix, h.launch(1)[len(h.wrap)]) for n, h in hosts.items()]
     for name, (title, wheel) in MPICH_ONLY.items():
@@ -125,27 +133,88 @@ def compatibility(results: dict, out: Path, mpich_image: Path | None) -> list[di
     for kind, image_dir in images.items():
         if image_dir is None:
             continue
-        for name, title, root, prefix, launcher in targets:
-            ratio = results["ratios"].get(f"{name}/osu_latency") if kind == "standard" else None
-            estimate = stats.estimate(ratio) if ratio else None
-            work = out / "compatibility" / f"{kind}-{name}"
+        for (name, title, root, prefix, launcher), language in itertools.product(
+            targets, PROGRAMS
+        ):
+            work = out / "compatibility" / f"{kind}-{name}-{language}"
             rows.append(
                 {
-                    "image": IMAGES[kind][0],
+                    "image": IMAGES[kind],
                     "host": title,
+                    "language": language,
                     "launcher": Path(launcher).name if launcher != "-" else "-",
-                    "verdict": _verdict(kind, image_dir, root, prefix, work),
-                    "osu_latency": stats.interval_text(estimate) if estimate else "-",
+                    "verdict": _verdict(kind, image_dir, root, prefix, work, PROGRAMS[language]),
+                    "ran": _ran(results, kind, name, language),
                 }
             )
     return rows
 
 
+def _ran(results: dict, kind: str, name: str, language: str) -> str:
+    """What ran of the standard ABI image on host `name`: osu_latency's image/native ratio
+    (C), MOM6's preflight refusal or its outputs against the first host's (Fortran)."""
+    if kind != "standard":
+        return "-"
+    if language == "C":
+        ratio = results["ratios"].get(f"{name}/osu_latency")
+        return stats.interval_text(stats.estimate(ratio)) if ratio else "-"
+    host = results.get("model", {}).get("hosts", {}).get(name)
+    if host is None:
+        return "-"
+    if host["reason"]:
+        return f"refused by preflight: {host['reason']}"
+    return f"MOM6 {model_verdict(results['model'], name)}"
+
+
 def compatibility_table(rows: list[dict]) -> str:
-    lines = ["| image | host MPI | launcher | bind + verify | osu_latency image/native |",
-             "|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| image | host MPI | language | launcher | bind + verify | ran |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
     lines += [
-        f"| {r['image']} | {r['host']} | {r['launcher']} | {r['verdict']} | {r['osu_latency']} |"
+        f"| {r['image']} | {r['host']} | {r['language']} | {r['launcher']} | {r['verdict']} "
+        f"| {r['ran']} |"
         for r in rows
     ]
     return "\n".join(lines)
+
+
+def model_verdict(model: dict, name: str) -> str:
+    """A host's MOM6 outputs against the first running host's: bit-identical or not."""
+    for pair, found in model.get("across_hosts", {}).items():
+        if pair.endswith(f" vs {name}"):
+            return (
+                f"bit-identical to {pair.split(' vs ')[0]} ({found['compared']} compared)"
+                if not found["differences"]
+                else f"DIFFERS from {pair.split(' vs ')[0]}: {found['differences'][0]}"
+            )
+    return "ran (the reference of the comparison)"
+
+
+def model_table(model: dict) -> str:
+    """Markdown: per host, the preflight and MOM6's main-loop time (median over repeats),
+    its outputs against the first host's; then the layout comparison."""
+    lines = ["| host MPI | libmpi_abi loaded | preflight | MOM6 main loop s (median, n) | "
+             "outputs |", "|---|---|---|---|---|"]  # fmt: skip
+    for name, host in model["hosts"].items():
+        times = host.get("main_loop_s", [])
+        median = f"{statistics.median(times):.3f} (n={len(times)})" if times else "-"
+        outputs = "-" if host["reason"] else model_verdict(model, name)
+        verdict = f"refused: {host['reason']}" if host["reason"] else "passed"
+        lines.append(
+            f"| {host['title']} | {host.get('loaded') or '-'} | {verdict} | {median} | "
+            f"{outputs} |"
+        )
+    layout = model.get("layout")
+    if layout:
+        same = "bit-identical" if not layout["differences"] else "DIFFERENT"
+        title = model["hosts"][layout["host"]]["title"]
+        lines.append(
+            f"\nLayouts {' and '.join(layout['layouts'])} on {title}: {same} "
+            f"({layout['compared']} outputs and variables compared)."
+        )
+    return "\n".join(lines)
+
+
+def model_status(model: dict) -> int:
+    """1 when MOM6's outputs differ between hosts or layouts (a refused host is a row)."""
+    pairs = [*model.get("across_hosts", {}).values(), *filter(None, [model.get("layout")])]
+    return NEGATIVE if any(p["differences"] for p in pairs) else OK

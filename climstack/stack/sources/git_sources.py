@@ -35,6 +35,7 @@ GIT_SOURCES = (
     GitSource("fms", "https://github.com/NOAA-GFDL/FMS.git"),
     GitSource("benchio-adios2", "https://github.com/davidhenty/benchio.git"),
     GitSource("adios2", "https://github.com/ornladios/ADIOS2.git"),
+    GitSource("mpif", "https://github.com/eschnett/mpif.git"),
 )
 #: git versions whose archive is assembled (`git archive`, submodules included) rather
 #: than cloned in full by `spack mirror create`: MOM6's recipe pin and the FMS 2023.03

@@ -1,0 +1,143 @@
+"""MOM6 in the MPI-5 standard ABI image (Fortran through mpif's libmpif.so.1, the image's
+own), unchanged, in bind mode on each host MPI of the standard ABI (abi_hosts.MODEL_HOSTS),
+each with its own launcher. First, on each host, two preflights: `mpif_info` (the
+libmpi_abi the loader resolved; launcher and library belong together) and the handle round
+trip every Fortran binding over the C ABI makes (handle_roundtrip.c, compiled once against
+the ABI's mpi.h). A host that fails either is refused by name and keeps its row; the
+others run the benchmark case (cases/mom6-benchmark), whose outputs (ocean.stats, the
+NetCDF files, the restart) are compared bit for bit across hosts and between the layouts
+1x2 and 2x1 on the first host (bench.model.bitwise). Main-loop times per host and repeat.
+"""
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+from climstack.bench.abi import abi, abi_hosts
+from climstack.bench.model import bitwise, cases
+from climstack.common import process, progress
+from climstack.errors import ToolFailure
+from climstack.launch import launch, launchers, runtimes
+
+MODEL = f"{abi.VIEW}/bin/MOM6"
+PREFLIGHT = f"{abi.VIEW}/bin/mpif_info"
+ROUNDTRIP_SOURCE = Path(__file__).with_name("handle_roundtrip.c")
+CASE = "mom6-benchmark"
+#: 12 steps, as `bench local` runs it; the layouts compared on the first host
+SETTINGS = {"DAYMAX": "0.125"}
+LAYOUTS = ("1,2", "2,1")
+
+
+def roundtrip_program(out: Path) -> Path:
+    """handle_roundtrip.c built with MPICH 5.0.2's mpicc_abi: the standard ABI's mpi.h, the
+    one binary every host runs in the image."""
+    program = out / "handle-roundtrip"
+    mpicc = abi_hosts.wheel_prefix("mpich") / "bin" / "mpicc_abi"
+    out.mkdir(parents=True, exist_ok=True)
+    process.run([mpicc, "-O2", "-o", program, ROUNDTRIP_SOURCE], "mpicc_abi handle_roundtrip.c")
+    return program
+
+
+def preflight(plan, host, image: Path, roundtrip: Path, run_dir: Path) -> dict:
+    """mpif_info and the handle round trip in the image on the host: what each printed, and
+    the reason to refuse the host ('' when both passed)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(roundtrip, run_dir / roundtrip.name)
+    found = {"reason": ""}
+    try:
+        info = abi.in_image(plan, host, image, [PREFLIGHT], run_dir, timeout=300)
+        found["loaded"] = _after(info, "MPI library loaded from:")
+        found["implementation"] = _after(info, "MPI implementation:")
+        if "mpif_check_environment: passed" not in info:
+            found["reason"] = "mpif_info: mpif_check_environment did not pass"
+    except ToolFailure as failure:
+        found["reason"] = f"mpif_info failed: {_last_line(str(failure))}"
+    lines = abi.in_image(plan, host, image, [f"/mnt/{roundtrip.name}"], run_dir, timeout=300)
+    failed = [line.split(": ", 1)[1] for line in lines.splitlines()
+              if line.startswith("roundtrip ") and not line.endswith(": ok")]  # fmt: skip
+    found["roundtrip"] = failed or ["ok"]
+    if failed:
+        found["reason"] = f"the handle round trip fails: {failed[0]}" + (
+            f" (and {len(failed) - 1} more kinds)" if len(failed) > 1 else ""
+        )
+    return found
+
+
+def _after(text: str, heading: str) -> str:
+    """The line after `heading` in mpif_info's output, stripped."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.strip() == heading), None)
+    return lines[at + 1].strip() if at is not None and at + 1 < len(lines) else ""
+
+
+def _last_line(text: str) -> str:
+    useful = [line.strip() for line in text.splitlines() if line.strip()]
+    signal = [line for line in useful if "signal" in line.lower() or "fault" in line.lower()]
+    return (signal or useful or ["(no output)"])[-1]
+
+
+def run_model(plan, host, image: Path, run_dir: Path, layout: str) -> cases.CaseRun:
+    """The benchmark case in the image on the host (2 ranks, one container)."""
+    bound = dataclasses.replace(plan, binds=[*plan.binds, [str(run_dir.resolve()), "/mnt"]])
+
+    def wrap(argv):
+        return launch.command(
+            bound,
+            runtimes.get(abi.RUNTIME),
+            launchers.given(host.launch(abi.RANKS)),
+            image,
+            argv,
+            join=abi.RANKS,
+            cwd="/mnt",
+        )
+
+    env = process.with_user({**os.environ, **host.env})
+    settings = {**SETTINGS, "LAYOUT": layout}
+    return cases.run(cases.get(CASE), run_dir, MODEL, wrap, settings, env=env, timeout=1200)
+
+
+def compare(image: Path, out: Path, planned: dict, repeats: int = 1) -> dict:
+    """Preflight every host of `planned` (name -> (Host, Plan)), run MOM6 `repeats` times on
+    each that passed (hosts rotated per repeat), and the other layout once on the first;
+    the record: per host its preflight and main-loop times, and the comparisons."""
+    roundtrip = roundtrip_program(out / "roundtrip")
+    hosts = {}
+    for name, (host, plan) in planned.items():
+        with progress.step(f"{host.title}: mpif_info and the handle round trip in the image"):
+            hosts[name] = {"title": host.title, **preflight(plan, host, image, roundtrip,
+                                                            out / "preflight" / name)}  # fmt: skip
+    running = [name for name in planned if not hosts[name]["reason"]]
+    runs: dict[str, list[Path]] = {name: [] for name in running}
+    for repeat in range(repeats):
+        order = running[repeat % len(running) :] + running[: repeat % len(running)]
+        with progress.step(f"MOM6 repeat {repeat + 1} of {repeats} on {', '.join(order)}"):
+            for name in order:
+                host, plan = planned[name]
+                run_dir = out / "mom6" / f"{name}-{repeat + 1}"
+                made = run_model(plan, host, image, run_dir, LAYOUTS[0])
+                hosts[name].setdefault("main_loop_s", []).append(made.main_loop_s)
+                runs[name].append(run_dir)
+    record = {"case": CASE, "settings": SETTINGS, "hosts": hosts, "across_hosts": {}}
+    if running:
+        first = running[0]
+        reference = runs[first][0]
+        for name in running[1:]:
+            record["across_hosts"][f"{first} vs {name}"] = _compared(reference, runs[name][0])
+        host, plan = planned[first]
+        other = out / "mom6" / f"{first}-layout-{LAYOUTS[1].replace(',', 'x')}"
+        with progress.step(f"MOM6 with layout {LAYOUTS[1]} on {host.title}"):
+            run_model(plan, host, image, other, LAYOUTS[1])
+        record["layout"] = {"host": first, "layouts": list(LAYOUTS),
+                            **_compared(reference, other)}  # fmt: skip
+    return record
+
+
+def _compared(a: Path, b: Path) -> dict:
+    comparison = bitwise.compare(a, b)
+    return {
+        "a": str(a),
+        "b": str(b),
+        "compared": len(comparison.compared),
+        "differences": [str(d) for d in comparison.differences],
+    }
