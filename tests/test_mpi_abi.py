@@ -1,6 +1,6 @@
-"""The MPI-5 standard ABI lane: the image of containers/mpi-abi (its C programs link
-libmpi_abi.so.1 alone), `bind --abi standard` on each host MPI of the ABI this machine
-provides (MPICH 5.0.2, Intel MPI 2021.18, Open MPI 6.0.0rc2 in a sid root filesystem),
+"""The MPI-5 standard ABI lane, its C side (the Fortran side: test_mpi_abi_fortran.py): the
+image of containers/mpi-abi (its C programs link libmpi_abi.so.1 alone), `bind --abi
+standard` on each host MPI of the ABI this machine provides (MPICH 5.0.2, Intel MPI 2021.18, Open MPI 6.0.0rc2 in a sid root filesystem),
 verify's checks with a negative control for each refusal, and the image run unchanged on
 the three, each with its own launcher, also as a Slurm step."""
 
@@ -71,8 +71,8 @@ def test_the_recipe_builds_on_debian_13_with_the_wheel_and_no_xpmem(tmp_path):
 
 
 def test_the_environment_links_every_mpi_program_to_the_standard_abi(tmp_path):
-    """Concretized for real: MPICH is the overlay recipe's, +abi, the wheel's 5.0.2; the
-    programs are the C slice without the xpmem stub."""
+    """Concretized for real: MPICH is the overlay recipe's, +abi, the wheel's 5.0.2, under
+    mpif (the provider of mpi); the C slice and the model, without the xpmem stub."""
     env = environments.resolve(NAME)
     lock_cache.concretize(env)
     mpich_ = containers.check_mpi(env)
@@ -81,6 +81,7 @@ def test_the_environment_links_every_mpi_program_to_the_standard_abi(tmp_path):
     nodes = json.loads((env / "spack.lock").read_text())["concrete_specs"].values()
     names = {n["name"] for n in nodes}
     assert {"mpi-probe", "osu-micro-benchmarks", "mpibench", "netcdf-bench", "hdf5"} <= names
+    assert {"mpif", "netcdf-fortran", "fms", "mom6"} <= names
     assert "xpmem-stub" not in names and "openmpi" not in names
 
 
@@ -88,7 +89,9 @@ OVERLAY = PROJECT_ROOT / "site" / "container-mpi-abi" / "repo"
 
 
 def test_the_overlay_recipe_passes_spacks_audit_and_style():
-    proc = spack.run("audit", "packages", "mpich", env=environments.resolve(NAME), check=False)
+    proc = spack.run(
+        "audit", "packages", "mpich", "mpif", env=environments.resolve(NAME), check=False
+    )
     assert proc.returncode == 0 and "FAILED" not in proc.stdout, proc.stdout + proc.stderr
     ours = PROJECT_ROOT / "repo"  # the style settings of our main repository
     for tool in (
@@ -320,7 +323,7 @@ def test_bench_abi_reports_the_matrix_with_the_same_netcdf_data(abi_image, tmp_p
     assert "| osu_latency |" in table and "n=2" in table and "the same data" in table
     assert json.loads((out / "abi.json").read_text())["repeats"] == 2
     rows = abi_report.compatibility(results, out, None)  # the standard ABI image's rows
-    verdicts = {row["host"]: row["verdict"] for row in rows}
+    verdicts = {row["host"]: row["verdict"] for row in rows if row["language"] == "C"}
     assert [verdicts[h.title] for h in map(abi_hosts.host, abi_hosts.NAMES)] == ["verify ok"] * 3
     refused = [v for h, v in verdicts.items() if "MPICH 3.4.3" in h or "4.0.2" in h]
     assert (

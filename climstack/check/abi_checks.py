@@ -89,15 +89,15 @@ def check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
         report.problems.append(
             f"{report.executable} loads {own_fortran[0]}, an MPI implementation's own Fortran "
             "library: it calls that implementation's internals, which no MPI-5 ABI library "
-            "exports; build the program with mpif's mpifort (libmpif.so.1, repo/packages/mpif)"
+            "exports; build the program with mpif's mpifort (libmpif.so.1: site/container-mpi-abi/repo/packages/mpif)"
         )
         return
     if elf.MPIF_SONAME in names:
         if "libmpifort_abi.so.1" in names:
             report.problems.append(
                 f"{report.executable} loads both {elf.MPIF_SONAME} (mpif, the image's Fortran "
-                "layer) and libmpifort_abi.so.1 (the host's): two Fortran MPI layers with their own "
-                "handles and constants in one process, mixed; link one of them"
+                "layer) and libmpifort_abi.so.1 (the host's): two Fortran MPI layers with their "
+                "own handles and constants in one process, mixed; link one of them"
             )
         return
     importers = [top, *own.libraries.values()]

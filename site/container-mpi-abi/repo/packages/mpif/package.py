@@ -16,8 +16,9 @@ class Mpif(CMakePackage):
     Intel MPI, Open MPI 6) bound at run time (containers/mpi-abi).
 
     It provides `mpi`: C dependents get the ABI MPI's own mpicc_abi/mpicxx_abi, Fortran
-    dependents mpif's mpifort. Upstream's recipe is proposed (spack-packages PR 6366),
-    not merged."""
+    dependents mpif's mpifort. It lives beside the overlay MPICH whose `abi` variant it
+    needs (our pinned builtin MPICH has none). Upstream's recipe is proposed
+    (spack-packages PR 6366), not merged."""
 
     homepage = "https://github.com/eschnett/mpif"
     git = "https://github.com/eschnett/mpif.git"
@@ -59,12 +60,15 @@ class Mpif(CMakePackage):
             out.write(f'#include "{header}"\n#ifdef __cplusplus\nextern "C" {{\n#endif\n')
             out.write(self.fortran_declarations())
             out.write("#ifdef __cplusplus\n}\n#endif\n")
-        compile_ = f"{os.environ['CC']} -DMPI_ABI -I{join_path(shim, 'include')} -I{mpich.prefix.include}"
-        link = f"-L{mpich.prefix.lib} -Wl,--enable-new-dtags -Wl,-rpath,{mpich.prefix.lib} -lmpi_abi"
+        include = f"-I{join_path(shim, 'include')} -I{mpich.prefix.include}"
+        compile_ = f"{os.environ['CC']} -DMPI_ABI {include}"
+        lib = mpich.prefix.lib
+        link = f"-L{lib} -Wl,--enable-new-dtags -Wl,-rpath,{lib} -lmpi_abi"
         wrapper = join_path(shim, "mpicc_abi")
         with open(wrapper, "w") as out:
             out.write("#!/bin/sh\n")
-            out.write(f'for a in "$@"; do [ "$a" = -show ] && {{ echo "{compile_} {link}"; exit 0; }}; done\n')
+            show = f'[ "$a" = -show ] && {{ echo "{compile_} {link}"; exit 0; }}'
+            out.write(f'for a in "$@"; do {show}; done\n')
             out.write(f'exec {compile_} "$@" {link}\n')
         os.chmod(wrapper, 0o755)
         return wrapper

@@ -1,0 +1,196 @@
+"""The MPI-5 lane's Fortran side: mpif (libmpif.so.1, the image's own Fortran bindings over
+the C ABI) under NetCDF-Fortran, FMS and MOM6 in the image of containers/mpi-abi. The image
+check and verify know the layer, with a negative control for each refusal; the handle round
+trip names Intel MPI 2021.18's defect; MOM6 runs unchanged on MPICH 5.0.2, Intel MPI 2021.19
+and Open MPI 6.0.0rc2 with bit-identical outputs, in both layouts, and as a Slurm step."""
+
+import dataclasses
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import slurm_cluster
+from climstack.bench.abi import abi, abi_hosts, abi_model, abi_report
+from climstack.bench.model import bitwise, cases
+from climstack.bind import elf
+from climstack.bind import plan as plans
+from climstack.check import verify
+from climstack.image import image, image_check
+from climstack.inputs import sites
+from climstack.jobs import slurm
+from climstack_dev import images
+from climstack_dev.programs import spoil
+
+NAME = "container-mpi-abi"
+MPIF_INFO = abi_model.PREFLIGHT
+
+
+@pytest.fixture(scope="module")
+def abi_image():
+    if not all(map(shutil.which, ("ch-run", "mmdebstrap", "patchelf"))):
+        pytest.skip("needs Debian's charliecloud, mmdebstrap and patchelf (bin/setup)")
+    return image.build(NAME, images.image_dir(NAME))
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    return {name: abi_hosts.host(name) for name in abi_hosts.MODEL_HOSTS}
+
+
+@pytest.fixture(scope="module")
+def planned(abi_image, hosts, tmp_path_factory):
+    out = tmp_path_factory.mktemp("plans")
+    return {name: (host, abi.host_plan(host, out, abi_image)) for name, host in hosts.items()}
+
+
+def in_image(abi_image: Path, path: str) -> Path:
+    return abi_image / path.lstrip("/")
+
+
+# --- the image's Fortran side, as built
+
+
+def test_every_fortran_program_calls_mpi_through_mpif_alone(abi_image):
+    """Property (4) of the image check on the view: MOM6 and mpif_info load libmpif.so.1 and
+    libmpi_abi.so.1, nothing of an implementation's Fortran."""
+    files = image_check.scan(abi_image / abi.VIEW.lstrip("/"), sysroot=abi_image)
+    by_name = {info.path.name: info for info in files}
+    for name in ("MOM6", "mpif_info"):
+        info = by_name[name]
+        loads = image_check.needed_closure(info, files)
+        assert {elf.MPIF_SONAME, "libmpi_abi.so.1"} <= loads, loads
+        assert not loads.intersection(elf.IMPLEMENTATION_FORTRAN)
+        assert image_check.problems(info, mpich=False, standard=True, files=files) == []
+    mpif = next(f for f in files if f.soname == elf.MPIF_SONAME)
+    assert mpif.needed and "libmpi_abi.so.1" not in mpif.needed  # the program brings it
+    assert "MPI_Init" in mpif.mpi_imports() and "mpi_init_" in mpif.exports
+
+
+def test_the_image_check_refuses_each_wrong_fortran_link(abi_image, tmp_path):
+    files = image_check.scan(abi_image / abi.VIEW.lstrip("/"), sysroot=abi_image)
+    model = next(f for f in files if f.path.name == "MOM6")
+    loads = image_check.needed_closure(model, files)
+    mpich_fortran = (loads - {elf.MPIF_SONAME}) | {"libmpifort.so.12"}
+    assert image_check.fortran_problems(model, mpich_fortran) == [
+        "loads libmpifort.so.12 (an MPI implementation's own Fortran)"
+    ]
+    assert image_check.fortran_problems(model, loads - {elf.MPIF_SONAME}) == [
+        "calls MPI from Fortran without libmpif.so.1 (mpif)"
+    ]
+    both = loads | {"libmpifort_abi.so.1"}
+    assert "two Fortran layers" in image_check.fortran_problems(model, both)[0]
+
+
+# --- verify on the standard plan
+
+
+def test_verify_accepts_the_mpif_programs_on_every_host(abi_image, planned):
+    for name, (host, plan) in planned.items():
+        for program in (abi_model.MODEL, MPIF_INFO):
+            report = verify.check(program, plan, abi_image)
+            assert report.ok, (host.title, program, report.problems)
+            # libmpif's C imports, checked against the host's libmpi_abi.so.1
+            assert report.imported > 1000 and not report.missing
+
+
+def _relinked(abi_image: Path, tmp_path: Path, *patchelf_args: str) -> str:
+    """A copy of the image's MOM6, in the image, changed by patchelf; its image path."""
+    copy = abi_image / "tmp" / f"{tmp_path.name}-MOM6"
+    shutil.copy2(in_image(abi_image, abi_model.MODEL), copy)
+    subprocess.run(["patchelf", *patchelf_args, copy], check=True)
+    return f"/tmp/{copy.name}"
+
+
+def test_a_program_on_mpichs_own_fortran_library_is_refused(abi_image, planned, tmp_path):
+    program = _relinked(
+        abi_image, tmp_path, "--replace-needed", elf.MPIF_SONAME, "libmpifort.so.12"
+    )
+    report = verify.check(program, planned["mpich"][1], abi_image)
+    assert not report.ok
+    assert any("loads libmpifort.so.12, an MPI implementation's own" in p for p in report.problems)
+
+
+def test_mpif_and_a_host_fortran_abi_in_one_process_are_refused(abi_image, planned, tmp_path):
+    program = _relinked(abi_image, tmp_path, "--add-needed", "libmpifort_abi.so.1")
+    report = verify.check(program, planned["intel"][1], abi_image)
+    assert not report.ok
+    assert any("two Fortran MPI layers" in p and "mixed" in p for p in report.problems)
+
+
+def test_a_host_abi_library_lacking_a_call_of_mpif_is_refused(abi_image, hosts, tmp_path):
+    """libmpif's imports are checked like any object's: MPI_Comm_toint spoiled in a copy."""
+    lib = tmp_path / "host" / "lib"
+    shutil.copytree(Path(hosts["mpich"].prefix) / "lib", lib, symlinks=True)
+    (lib / "libmpi_abi.so.1").unlink()
+    shutil.copy2(Path(hosts["mpich"].prefix) / "lib/libmpi_abi.so.1", lib / "libmpi_abi.so.1")
+    spoil(lib / "libmpi_abi.so.1", "MPI_Comm_toint", "QPI_Comm_toint")
+    made = plans.write(
+        plans.make_plan(
+            sites.get("local"), "bind", prefix=str(lib.parent), abi="standard", environ={}
+        ),
+        tmp_path / "plan",
+    )
+    report = verify.check(abi_model.MODEL, made, abi_image)
+    assert not report.ok and "MPI_Comm_toint" in report.missing
+
+
+# --- the handle round trip and the runs
+
+
+def test_the_round_trip_names_intel_2021_18s_defect(abi_image, planned, tmp_path):
+    program = abi_model.roundtrip_program(tmp_path / "bin")
+    found = {
+        name: abi_model.preflight(plan, host, abi_image, program, tmp_path / name)
+        for name, (host, plan) in planned.items()
+    }
+    assert found["intel"]["roundtrip"][0].startswith("MPI_Comm_fromint(MPI_Comm_toint(h)) != h")
+    assert len(found["intel"]["roundtrip"]) == 6  # every kind of user handle
+    assert "the handle round trip fails" in found["intel"]["reason"]
+    for name in ("mpich", "intel-2021.19", "openmpi"):
+        assert found[name]["reason"] == "" and found[name]["roundtrip"] == ["ok"], found[name]
+        assert found[name]["loaded"] == f"{plans.LINKS_DIR}/libmpi_abi.so.1"
+
+
+def test_mom6_is_bit_identical_on_the_three_hosts_and_in_both_layouts(
+    abi_image, planned, tmp_path
+):
+    record = abi_model.compare(abi_image, tmp_path / "model", planned, repeats=1)
+    refused = {n for n, h in record["hosts"].items() if h["reason"]}
+    assert refused == {"intel"}
+    assert set(record["across_hosts"]) == {"mpich vs intel-2021.19", "mpich vs openmpi"}
+    for found in record["across_hosts"].values():
+        assert found["compared"] >= 3 and found["differences"] == [], found
+    assert record["layout"]["differences"] == [] and record["layout"]["compared"] >= 3
+    table = abi_report.model_table(record)
+    assert "refused: the handle round trip fails" in table and "bit-identical to mpich" in table
+    # the comparison's negative control: one value of one host's ocean.stats changed
+    run = Path(record["across_hosts"]["mpich vs openmpi"]["b"])
+    stats = run / "ocean.stats"
+    text = stats.read_text().splitlines()
+    text[-1] = text[-1].replace("0", "1", 1)
+    stats.write_text("\n".join(text) + "\n")
+    comparison = bitwise.compare(Path(record["across_hosts"]["mpich vs openmpi"]["a"]), run)
+    assert not comparison.identical and "ocean.stats" in str(comparison.differences[0])
+    json.dumps(record)  # what bench abi writes
+
+
+def test_mom6_runs_in_the_image_as_a_slurm_step_on_mpich(abi_image, planned, tmp_path):
+    missing = slurm_cluster.missing_binaries()
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (Debian slurm-wlm, munge)")
+    run_dir = cases.prepare(cases.get(abi_model.CASE), tmp_path / "run", abi_model.SETTINGS)
+    host, plan = planned["mpich"]
+    bound = dataclasses.replace(plan, binds=[*plan.binds, [str(run_dir), "/mnt"]])
+    argv = ["/bin/sh", "-c", f"cd /mnt && exec {abi_model.MODEL}"]
+    text = slurm.script(sites.get("local"), bound, str(abi_image), [slurm.Component(2, 2, argv)])
+    script = tmp_path / "mom6.sbatch"
+    script.write_text(text)
+    with slurm_cluster.started(tmp_path / "cluster") as cluster:
+        code, output = cluster.sbatch_wait(script, timeout=600)
+    assert code == 0, output[-3000:]
+    clocks, ranks = cases.clock_table(output, str(script))
+    assert ranks == 2 and clocks[cases.MAIN_LOOP] > 0
+    assert (run_dir / "ocean.stats").read_text().count("\n") >= 4
