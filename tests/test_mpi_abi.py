@@ -1,8 +1,9 @@
 """The MPI-5 standard ABI lane, its C side (the Fortran side: test_mpi_abi_fortran.py): the
 image of containers/mpi-abi (its C programs link libmpi_abi.so.1 alone), `bind --abi
-standard` on each host MPI of the ABI this machine provides (MPICH 5.0.2, Intel MPI 2021.18, Open MPI 6.0.0rc2 in a sid root filesystem),
-verify's checks with a negative control for each refusal, and the image run unchanged on
-the three, each with its own launcher, also as a Slurm step."""
+standard` on each host MPI of the ABI this machine provides (MPICH 5.0.2, Intel MPI 2021.18,
+Open MPI 6.0.0rc2 in a sid root filesystem), verify's checks with a negative control for
+each refusal, and the image run unchanged on the three, each with its own launcher, also as
+a Slurm step."""
 
 import json
 import shutil

@@ -26,7 +26,8 @@ MPI_SYMBOL = re.compile(r"^(P?MPIX?_[A-Z]|p?mpix?_[a-z])")
 #: MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS_IGNORE (`mpipriv1_`, `mpiprivc_`, `mpifcmb5_`)
 FORTRAN_SYMBOL = re.compile(r"^(__p?mpi\w*_MOD_|MPIR_F08_)")
 COMMON_BLOCK = re.compile(r"^(mpipriv[0-9a-z]|mpifcmb[0-9a-z]+)_$")
-#: mpif's Fortran bindings over the MPI-5 standard C ABI (site/container-mpi-abi/repo/packages/mpif)
+#: mpif's Fortran bindings over the MPI-5 standard C ABI (its recipe: mpif in
+#: site/container-mpi-abi/repo, beside the overlay MPICH)
 MPIF_SONAME = "libmpif.so.1"
 #: MPI implementations' own Fortran libraries: they call that implementation's internals
 #: (MPIR_*, ompi_*), which no MPI-5 standard ABI library exports

@@ -89,7 +89,7 @@ def check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
         report.problems.append(
             f"{report.executable} loads {own_fortran[0]}, an MPI implementation's own Fortran "
             "library: it calls that implementation's internals, which no MPI-5 ABI library "
-            "exports; build the program with mpif's mpifort (libmpif.so.1: site/container-mpi-abi/repo/packages/mpif)"
+            "exports; build the program with mpif's mpifort (libmpif.so.1, as the image's MOM6)"
         )
         return
     if elf.MPIF_SONAME in names:

@@ -18,9 +18,9 @@ MPI_LIBRARY = re.compile(r"^lib(p?mpi|mpich|open-pal|open-rte|open_mpi)[\w.+-]*\
 
 
 def is_fortran_layer(obj: Library) -> bool:
-    """mpif's libmpif.so.1 (site/container-mpi-abi/repo/packages/mpif): Fortran bindings that import the C ABI
-    (MPI_Init) and define the Fortran names (mpi_init_), part of the application; their
-    C imports are the host library's to satisfy, as every other object's."""
+    """mpif's libmpif.so.1: Fortran bindings that import the C ABI (MPI_Init) and define the
+    Fortran names (mpi_init_), part of the application; their C imports are the host
+    library's to satisfy, as every other object's."""
     return obj.info.soname == elf.MPIF_SONAME and "MPI_Init" in obj.info.mpi_imports()
 
 
