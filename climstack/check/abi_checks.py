@@ -45,6 +45,14 @@ def check_abi(report: Report, plan: Plan, own: loader.Closure) -> bool:
             "MPI-5 ABI MPI, or run it in hybrid mode with its own MPI"
         )
         return False
+    own_fortran = [n for n in elf.IMPLEMENTATION_FORTRAN if n in asked]
+    if plan.abi == "standard" and own_fortran:
+        report.problems.append(
+            f"{report.executable} loads {own_fortran[0]}, an MPI implementation's own Fortran "
+            "library: it calls that implementation's internals, which no MPI-5 ABI library "
+            "exports; build the program with mpif's mpifort (libmpif.so.1, as the image's MOM6)"
+        )
+        return False
     if not found or (plan.abi in found and len(found) == 1):
         return True
     if len(found) > 1:
@@ -82,16 +90,9 @@ def check_standard_fortran(report: Report, plan: Plan, top, own) -> None:
     """A Fortran program on the standard ABI calls MPI through one Fortran layer over the C
     ABI: the image's mpif (libmpif.so.1, which needs nothing of the host but libmpi_abi's C
     symbols: its imports are checked with every other object's) or the host's Fortran ABI
-    (libmpifort_abi.so.1, which only Intel MPI ships). An implementation's own Fortran
-    library is refused, and so are both layers in one process."""
+    (libmpifort_abi.so.1, which only Intel MPI ships), not both in one process. (An
+    implementation's own Fortran library is refused before: check_abi.)"""
     names = {*own.libraries, *own.missing}
-    if own_fortran := [n for n in elf.IMPLEMENTATION_FORTRAN if n in names]:
-        report.problems.append(
-            f"{report.executable} loads {own_fortran[0]}, an MPI implementation's own Fortran "
-            "library: it calls that implementation's internals, which no MPI-5 ABI library "
-            "exports; build the program with mpif's mpifort (libmpif.so.1, as the image's MOM6)"
-        )
-        return
     if elf.MPIF_SONAME in names:
         if "libmpifort_abi.so.1" in names:
             report.problems.append(

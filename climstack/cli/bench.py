@@ -5,21 +5,21 @@ and write its report; `climstack bench SITE --emit`: the centre's job scripts;
 3 when a tool or program failed: a run failed, or a model run could not be compared."""
 
 import argparse
-import json
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench.abi import abi, abi_hosts, abi_model, abi_report
+from climstack.bench.abi import abi, abi_hosts
+from climstack.bench.abi.command import run_abi
 from climstack.bench.precise import profile
 from climstack.bench.precise.command import run_precise
 from climstack.bench.report import report
 from climstack.bench.results import collect, records
 from climstack.bench.run import catalogue, jobs, reuse, runner, stripes
 from climstack.bench.run.local import CCE_ENV, IMAGE, local_modes, mode_names, needs_cce
-from climstack.common import atomic, progress
+from climstack.common import progress
 from climstack.errors import FAILED, NEGATIVE, OK, ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
@@ -204,51 +204,6 @@ def run_report(args) -> int:
     return finish(out, [Path(p) for p in args.paths], labels)
 
 
-def run_abi(args) -> int:
-    """The MPI-5 standard ABI image on each host MPI of the standard ABI, beside native (C),
-    and its MOM6 on each (Fortran through mpif); exit status 1 when NetCDF-Bench's data or
-    MOM6's outputs differ between hosts (a failed program: 3)."""
-    names = args.benchmarks.split(",") if args.benchmarks else list(abi.SMALL)
-    unknown = [n for n in names if n not in abi.OSU]
-    if unknown:
-        raise ClimstackError(
-            f"--benchmarks: unknown {', '.join(unknown)}", fix=f"from {','.join(abi.OSU)}"
-        )
-    hosts = args.hosts.split(",") if args.hosts else list(abi_hosts.MODEL_HOSTS)
-    bad = [h for h in hosts if h not in abi_hosts.MODEL_HOSTS]
-    if bad:
-        raise ClimstackError(
-            f"--hosts: unknown {', '.join(bad)}", fix=",".join(abi_hosts.MODEL_HOSTS)
-        )
-    args.out = args.out or pins.cache_dir() / "bench" / time.strftime("abi-%Y%m%d-%H%M%S")
-    out = fresh_out(args)
-    if out.exists() and args.force:
-        shutil.rmtree(out)
-    name = "container-mpi-abi"
-    image_dir = Path(args.image or image.build(name, image.default_destination(name)))
-    tarball = abi.osu_tarball()
-    c_hosts = [h for h in hosts if h in abi_hosts.NAMES]  # the C lane's: native builds too
-    results = abi.compare(image_dir, out, tarball, names, c_hosts, args.repeats)
-    planned = {}
-    for host_name in hosts:
-        host = abi_hosts.host(host_name, visible=(out, image_dir))
-        planned[host_name] = (host, abi.host_plan(host, out / "model", image_dir))
-    results["model"] = abi_model.compare(image_dir, out / "model", planned, args.repeats)
-    atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
-    table = abi_report.matrix_table(results)
-    table += "\n\n" + abi_report.model_table(results["model"])
-    mpich_image = image.default_destination("container-archer2")  # if `make local` built it
-    rows = abi_report.compatibility(results, out, mpich_image if mpich_image.is_dir() else None)
-    table += "\n\n" + abi_report.compatibility_table(rows)
-    (out / "abi.md").write_text(table + "\n")
-    print(table)
-    print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
-    differ = [k for k, v in results["netcdf"].items() if v["differences"]]
-    for pair in differ:
-        print(f"climstack bench abi: NetCDF-Bench's data differ: {pair}", file=sys.stderr)
-    return max(abi_report.status(results["netcdf"]), abi_report.model_status(results["model"]))
-
-
 def register(commands) -> None:
     sub = commands.add_parser("bench", help="run the benchmarks and report the comparison")
     actions = sub.add_subparsers(dest="action", required=True)
@@ -328,7 +283,7 @@ def register(commands) -> None:
     mpi5.add_argument("--image", type=Path, help="the image directory of container-mpi-abi")
     mpi5.add_argument("--out", help="report directory (default: a new one in the cache)")
     mpi5.add_argument("--force", action="store_true", help="empty a non-empty --out first")
-    mpi5.set_defaults(run=run_abi, resume=False)
+    mpi5.set_defaults(run=lambda args: run_abi(args, fresh_out), resume=False)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")
     rep.add_argument("--out", help="report directory (default: FIRST_PATH/report)")

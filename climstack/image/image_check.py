@@ -111,13 +111,13 @@ def fortran_problems(info: elf.Elf, loads: set[str]) -> list[str]:
 
 
 def problems(
-    info: elf.Elf, mpich: bool = True, standard: bool = False, files: list[elf.Elf] = ()
+    info: elf.Elf, mpich: bool = True, standard: bool = False, loads: set[str] = frozenset()
 ) -> list[str]:
     """What is wrong with MPI executable `info`, which loads the MPICH ABI (`mpich`) and/or
-    the MPI-5 standard ABI (`standard`); `files`: the image's, whose SONAMEs it may load."""
+    the MPI-5 standard ABI (`standard`), and the names in `loads` (needed_closure)."""
     found = []
     if standard and not mpich:
-        found += fortran_problems(info, needed_closure(info, files))
+        found += fortran_problems(info, loads)
     if mpich and standard:
         found.append("loads both the MPICH ABI (libmpi.so.12) and the MPI-5 ABI (libmpi_abi.so.1)")
     if mpich and XPMEM_SONAME not in info.needed:
@@ -172,12 +172,14 @@ def main(argv=None) -> int:
         print(f"linked {XPMEM_SONAME} into {linked} files")
         files = scan(args.root)
     mpich = {f.path for f in mpi_users(files, MPI_SONAMES)}
-    standard = {f.path for f in mpi_users(files, STANDARD_SONAMES)}
-    executables = mpi_users(files)
+    # a Fortran program may ask for libmpif.so.1 alone (libmpi_abi.so.1 comes with it)
+    standard = {f.path for f in mpi_users(files, STANDARD_SONAMES | {elf.MPIF_SONAME})}
+    executables = mpi_users(files, MPI_SONAMES | STANDARD_SONAMES | {elf.MPIF_SONAME})
     failed = []
     for info in sorted(executables, key=lambda i: str(i.path)):
-        bad = problems(info, info.path in mpich, info.path in standard, files)
-        layer = " (Fortran: mpif)" if elf.MPIF_SONAME in needed_closure(info, files) else ""
+        loads = needed_closure(info, files)
+        bad = problems(info, info.path in mpich, info.path in standard, loads)
+        layer = " (Fortran: mpif)" if elf.MPIF_SONAME in loads else ""
         line = (
             f"{'FAIL' if bad else 'ok  '} {info.path}{layer}{': ' + '; '.join(bad) if bad else ''}"
         )

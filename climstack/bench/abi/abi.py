@@ -41,7 +41,7 @@ OSU = {
 #: OSU's shared sources every benchmark links (c/util/)
 OSU_UTIL = ("osu_util.c", "osu_util_mpi.c", "osu_util_graph.c", "osu_util_papi.c")
 OSU_ARGS = ("-m", "1:65536", "-i", "200", "-x", "20")
-#: what `make local` runs (C only: the probe, two OSU benchmarks, NetCDF-Bench)
+#: what `make local` runs of the C side (the probe, two OSU benchmarks, NetCDF-Bench)
 SMALL = ("osu_latency", "osu_allreduce")
 NETCDF_ARGS = ("-n=1", "-p=2", "-w", "-d=8:64:64:8", "-f=bench.nc")
 RANKS = 2
@@ -88,27 +88,28 @@ def native_programs(host: abi_hosts.Host, tree: Path, out: Path, names) -> dict[
     return built
 
 
-def host_plan(host: abi_hosts.Host, out: Path, image: Path) -> plans.Plan:
-    """The host's bind plan for the standard ABI (site local's site.yaml), written, and the
+def host_plan(host: abi_hosts.Host, out: Path, image: Path, kind="standard") -> plans.Plan:
+    """The host's bind plan for the ABI `kind` (site local's site.yaml), written, and the
     image's mount points made for it."""
     made = plans.make(
         sites.get("local"),
         "bind",
-        out=out / "plans" / host.name,
+        out=out / "plans" / (host.name if kind == "standard" else f"{host.name}-{kind}"),
         view=loader.View(host.root),
         prefix=host.prefix,
         runtime=RUNTIME,
-        abi="standard",
+        abi=kind,
     )
     runtimes.get(RUNTIME).prepare_image(made, image)
     return made
 
 
-def in_image(plan, host, image: Path, argv, cwd: Path | None = None, timeout=600) -> str:
-    """Run `argv` in the image on the host's launcher under the plan; its output."""
-    if cwd:  # the run directory, bound at /mnt (every image has it)
-        plan = dataclasses.replace(plan, binds=[*plan.binds, [str(cwd), "/mnt"]])
-    command = launch.command(
+def command(plan, host, image: Path, argv, cwd: Path | None = None) -> list[str]:
+    """The command line of `argv` in the image on the host's launcher under the plan; with
+    `cwd`, that run directory is bound at /mnt (every image has it) and started in."""
+    if cwd:
+        plan = dataclasses.replace(plan, binds=[*plan.binds, [str(Path(cwd).resolve()), "/mnt"]])
+    return launch.command(
         plan,
         runtimes.get(RUNTIME),
         launchers.given(host.launch(RANKS)),
@@ -117,9 +118,18 @@ def in_image(plan, host, image: Path, argv, cwd: Path | None = None, timeout=600
         join=RANKS,  # one container for the node's ranks, as `bench local`: shared memory
         cwd="/mnt" if cwd else None,
     )
-    env = process.with_user({**os.environ, **host.env})
+
+
+def host_env(host) -> dict:
+    """This process's environment with what the host's launcher and ranks need."""
+    return process.with_user({**os.environ, **host.env})
+
+
+def in_image(plan, host, image: Path, argv, cwd: Path | None = None, timeout=600) -> str:
+    """Run `argv` in the image on the host's launcher under the plan; its output."""
     what = f"{argv[0]} in {image} on {host.title}"
-    return process.run(command, what, env=env, timeout=timeout).stdout
+    run = command(plan, host, image, argv, cwd)
+    return process.run(run, what, env=host_env(host), timeout=timeout).stdout
 
 
 def checked_probe(plan, host, image: Path) -> str:

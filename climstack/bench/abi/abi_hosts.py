@@ -95,26 +95,21 @@ def _wheel_host(name: str, title: str, cc: str, **rest) -> Host:
 
 
 def host(name: str, visible=()) -> Host:
-    """The host MPI `name` of NAMES, its files fetched or made once; `visible`: host paths
+    """The host MPI `name` of MODEL_HOSTS, its files fetched or made once; `visible`: host paths
     a command run on it must see (Open MPI's sid system sees only what is bound in)."""
     if name == "mpich":
         return _wheel_host(name, "MPICH 5.0.2", cc="mpicc")
-    if name == "intel-2021.19":  # runs the image's programs only: no compiler wrapper
-        prefix = str(wheel_prefix(name))
-        return _wheel_host(
-            name,
-            "Intel MPI 2021.19",
-            cc="",
-            env={"I_MPI_ROOT": prefix, "FI_PROVIDER": "tcp"},
-        )
-    if name == "intel":
+    if name in ("intel", "intel-2021.19"):
+        # its shm provider sizes its segments from /dev/shm, which separate user
+        # namespaces do not share: tcp between ranks (site.yaml's fabric on a cluster)
+        env = {"I_MPI_ROOT": str(wheel_prefix(name)), "FI_PROVIDER": "tcp"}
+        if name == "intel-2021.19":  # runs the image's programs only: no compiler wrapper
+            return _wheel_host(name, "Intel MPI 2021.19", cc="", env=env)
         devel = intel_wrappers()
         return _wheel_host(
             name,
             "Intel MPI 2021.18",
-            # its shm provider sizes its segments from /dev/shm, which separate user
-            # namespaces do not share: tcp between ranks (site.yaml's fabric on a cluster)
-            env={"I_MPI_ROOT": str(wheel_prefix(name)), "FI_PROVIDER": "tcp"},
+            env=env,
             # the wrapper links I_MPI_ROOT's libraries; the headers are the devel wheel's
             cc=str(devel / "bin" / "mpicc"),
             cflags=(f"-I{devel / 'include'}",),

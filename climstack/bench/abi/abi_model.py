@@ -9,8 +9,6 @@ NetCDF files, the restart) are compared bit for bit across hosts and between the
 1x2 and 2x1 on the first host (bench.model.bitwise). Main-loop times per host and repeat.
 """
 
-import dataclasses
-import os
 import shutil
 from pathlib import Path
 
@@ -18,11 +16,12 @@ from climstack.bench.abi import abi, abi_hosts
 from climstack.bench.model import bitwise, cases
 from climstack.common import process, progress
 from climstack.errors import ToolFailure
-from climstack.launch import launch, launchers, runtimes
 
 MODEL = f"{abi.VIEW}/bin/MOM6"
 PREFLIGHT = f"{abi.VIEW}/bin/mpif_info"
 ROUNDTRIP_SOURCE = Path(__file__).with_name("handle_roundtrip.c")
+#: the lines it prints: 6 user-created handles and 2 predefined ones
+ROUNDTRIP_LINES = 8
 CASE = "mom6-benchmark"
 #: 12 steps, as `bench local` runs it; the layouts compared on the first host
 SETTINGS = {"DAYMAX": "0.125"}
@@ -41,26 +40,31 @@ def roundtrip_program(out: Path) -> Path:
 
 def preflight(plan, host, image: Path, roundtrip: Path, run_dir: Path) -> dict:
     """mpif_info and the handle round trip in the image on the host: what each printed, and
-    the reason to refuse the host ('' when both passed)."""
+    why the host is refused ('' when both passed)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(roundtrip, run_dir / roundtrip.name)
-    found = {"reason": ""}
+    found, reasons = {}, []
     try:
         info = abi.in_image(plan, host, image, [PREFLIGHT], run_dir, timeout=300)
         found["loaded"] = _after(info, "MPI library loaded from:")
         found["implementation"] = _after(info, "MPI implementation:")
         if "mpif_check_environment: passed" not in info:
-            found["reason"] = "mpif_info: mpif_check_environment did not pass"
+            reasons.append("mpif_info: mpif_check_environment did not pass")
     except ToolFailure as failure:
-        found["reason"] = f"mpif_info failed: {_last_line(str(failure))}"
-    lines = abi.in_image(plan, host, image, [f"/mnt/{roundtrip.name}"], run_dir, timeout=300)
-    failed = [line.split(": ", 1)[1] for line in lines.splitlines()
-              if line.startswith("roundtrip ") and not line.endswith(": ok")]  # fmt: skip
+        reasons.append(f"mpif_info failed: {_last_line(str(failure))}")
+    try:
+        lines = abi.in_image(plan, host, image, [f"/mnt/{roundtrip.name}"], run_dir, timeout=300)
+        printed = [line for line in lines.splitlines() if line.startswith("roundtrip ")]
+    except ToolFailure as failure:
+        printed = [f"roundtrip all: failed: {_last_line(str(failure))}"]
+    failed = [line.split(": ", 1)[1] for line in printed if not line.endswith(": ok")]
+    if len(printed) != ROUNDTRIP_LINES:
+        failed = failed or [f"{len(printed)} lines printed, not {ROUNDTRIP_LINES}"]
     found["roundtrip"] = failed or ["ok"]
     if failed:
-        found["reason"] = f"the handle round trip fails: {failed[0]}" + (
-            f" (and {len(failed) - 1} more kinds)" if len(failed) > 1 else ""
-        )
+        more = f" (and {len(failed) - 1} more handles)" if len(failed) > 1 else ""
+        reasons.append(f"the handle round trip fails: {failed[0]}{more}")
+    found["reason"] = "; ".join(reasons)
     return found
 
 
@@ -79,28 +83,40 @@ def _last_line(text: str) -> str:
 
 def run_model(plan, host, image: Path, run_dir: Path, layout: str) -> cases.CaseRun:
     """The benchmark case in the image on the host (2 ranks, one container)."""
-    bound = dataclasses.replace(plan, binds=[*plan.binds, [str(run_dir.resolve()), "/mnt"]])
-
-    def wrap(argv):
-        return launch.command(
-            bound,
-            runtimes.get(abi.RUNTIME),
-            launchers.given(host.launch(abi.RANKS)),
-            image,
-            argv,
-            join=abi.RANKS,
-            cwd="/mnt",
-        )
-
-    env = process.with_user({**os.environ, **host.env})
     settings = {**SETTINGS, "LAYOUT": layout}
-    return cases.run(cases.get(CASE), run_dir, MODEL, wrap, settings, env=env, timeout=1200)
+    return cases.run(
+        cases.get(CASE),
+        run_dir,
+        MODEL,
+        lambda argv: abi.command(plan, host, image, argv, run_dir),
+        settings,
+        env=abi.host_env(host),
+        timeout=1200,
+    )
 
 
-def compare(image: Path, out: Path, planned: dict, repeats: int = 1) -> dict:
+def mpich_abi_runs(hosts: dict, mpich_image: Path, out: Path, repeats: int) -> dict:
+    """The MPICH-ABI image's MOM6 (containers/archer2) on each host MPI that also has the
+    MPICH ABI with Fortran (libmpi.so.12, libmpifort.so.12): name -> main-loop times."""
+    found = {}
+    for name, host in hosts.items():
+        lib = host.root / host.prefix.lstrip("/") / "lib"
+        if not all((lib / so).exists() for so in ("libmpi.so.12", "libmpifort.so.12")):
+            continue
+        plan = abi.host_plan(host, out, mpich_image, kind="mpich")
+        with progress.step(f"the MPICH-ABI image's MOM6 on {host.title}"):
+            found[name] = [
+                run_model(plan, host, mpich_image, out / f"{name}-{n + 1}", LAYOUTS[0]).main_loop_s
+                for n in range(repeats)
+            ]
+    return found
+
+
+def compare(image: Path, out: Path, planned: dict, repeats: int = 1, mpich_image=None) -> dict:
     """Preflight every host of `planned` (name -> (Host, Plan)), run MOM6 `repeats` times on
     each that passed (hosts rotated per repeat), and the other layout once on the first;
-    the record: per host its preflight and main-loop times, and the comparisons."""
+    with `mpich_image`, the MPICH-ABI image's MOM6 where the host has that ABI too. The
+    record: per host its preflight and main-loop times, and the comparisons."""
     roundtrip = roundtrip_program(out / "roundtrip")
     hosts = {}
     for name, (host, plan) in planned.items():
@@ -109,7 +125,7 @@ def compare(image: Path, out: Path, planned: dict, repeats: int = 1) -> dict:
                                                             out / "preflight" / name)}  # fmt: skip
     running = [name for name in planned if not hosts[name]["reason"]]
     runs: dict[str, list[Path]] = {name: [] for name in running}
-    for repeat in range(repeats):
+    for repeat in range(repeats if running else 0):
         order = running[repeat % len(running) :] + running[: repeat % len(running)]
         with progress.step(f"MOM6 repeat {repeat + 1} of {repeats} on {', '.join(order)}"):
             for name in order:
@@ -130,6 +146,10 @@ def compare(image: Path, out: Path, planned: dict, repeats: int = 1) -> dict:
             run_model(plan, host, image, other, LAYOUTS[1])
         record["layout"] = {"host": first, "layouts": list(LAYOUTS),
                             **_compared(reference, other)}  # fmt: skip
+    if mpich_image is not None:
+        hosts_ = {name: host for name, (host, _) in planned.items()}
+        for name, times in mpich_abi_runs(hosts_, mpich_image, out / "mpich-abi", repeats).items():
+            hosts[name]["mpich_abi_main_loop_s"] = times
     return record
 
 

@@ -37,16 +37,20 @@ class Mpif(CMakePackage):
     # the C ABI it calls: an MPI built with the standard ABI (mpicc_abi, libmpi_abi.so.1)
     depends_on("mpich@5.0.2: +abi")
 
-    # the installed wrapper names the compiler it was built with: the real one, not Spack's
-    filter_compiler_wrappers("mpifort", relative_root="bin")
+    # the installed wrappers name the compiler they were built with: the real one, not Spack's
+    filter_compiler_wrappers("mpifort", "mpifc", relative_root="bin")
 
     def fortran_declarations(self) -> str:
         """The C-side Fortran declarations (MPI_Fint, the status sentinels, the c2f/f2c
         prototypes) that mpif's fortran/mpi.h.patch adds to the official ABI header: an
         ABI mpi.h from an implementation lacks them (MPICH 5.0.2's mpi_abi.h does)."""
-        with open(join_path(self.stage.source_path, "fortran", "mpi.h.patch")) as patch:
-            lines = patch.read().split("/* Fortran declarations */", 1)[1].splitlines()
-        added = [line[1:] for line in lines if line.startswith("+")]
+        path = join_path(self.stage.source_path, "fortran", "mpi.h.patch")
+        with open(path) as patch:
+            text = patch.read()
+        marker = "/* Fortran declarations */"
+        if marker not in text:
+            raise InstallError(f"mpif {self.version}: {path} has no {marker!r} section")
+        added = [line[1:] for line in text.split(marker, 1)[1].splitlines() if line[:1] == "+"]
         return "\n".join(added) + "\n"
 
     def abi_compiler(self) -> str:
@@ -60,8 +64,8 @@ class Mpif(CMakePackage):
             out.write(f'#include "{header}"\n#ifdef __cplusplus\nextern "C" {{\n#endif\n')
             out.write(self.fortran_declarations())
             out.write("#ifdef __cplusplus\n}\n#endif\n")
-        include = f"-I{join_path(shim, 'include')} -I{mpich.prefix.include}"
-        compile_ = f"{os.environ['CC']} -DMPI_ABI {include}"
+        # mpi_abi.h is included by its path: MPICH's own mpi.h must not be on the path
+        compile_ = f"{spack_cc} -DMPI_ABI -I{join_path(shim, 'include')}"
         lib = mpich.prefix.lib
         link = f"-L{lib} -Wl,--enable-new-dtags -Wl,-rpath,{lib} -lmpi_abi"
         wrapper = join_path(shim, "mpicc_abi")
@@ -87,6 +91,10 @@ class Mpif(CMakePackage):
         self.spec.mpif77 = join_path(self.prefix.bin, "mpifort")
 
     def setup_dependent_build_environment(self, env, dependent_spec):
+        # mpifort runs MPIF_FC: Spack's wrapper, with the spec's flags, target and RUNPATHs
+        module = dependent_spec.package.module
+        if hasattr(module, "spack_fc"):
+            env.set("MPIF_FC", module.spack_fc)
         mpich = self.spec["mpich"]
         env.set("MPICC", join_path(mpich.prefix.bin, "mpicc_abi"))
         env.set("MPICXX", join_path(mpich.prefix.bin, "mpicxx_abi"))
@@ -96,6 +104,8 @@ class Mpif(CMakePackage):
 
     @property
     def libs(self):
-        return find_libraries("libmpif", root=self.prefix, shared=True, recursive=True) + (
-            self.spec["mpich"].libs
-        )
+        """libmpi_abi; with libmpif first for `spec["mpi:fortran"].libs`."""
+        abi = self.spec["mpich"].libs
+        if "fortran" not in self.spec.last_query.extra_parameters:
+            return abi
+        return find_libraries("libmpif", root=self.prefix, shared=True, recursive=True) + abi

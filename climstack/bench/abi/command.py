@@ -1,0 +1,71 @@
+"""`climstack bench abi`: the MPI-5 standard ABI image on each host MPI of the standard ABI,
+beside native (C: climstack.bench.abi.abi), and its MOM6 on each (Fortran through mpif:
+climstack.bench.abi.abi_model); the report abi.md and abi.json."""
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from climstack import pins
+from climstack.bench.abi import abi, abi_hosts, abi_model, abi_report
+from climstack.common import atomic
+from climstack.errors import ClimstackError
+from climstack.image import image
+
+
+def run_abi(args, fresh_out) -> int:
+    """The MPI-5 standard ABI image on each host MPI of the standard ABI, beside native (C),
+    and its MOM6 on each (Fortran through mpif); exit status 1 when NetCDF-Bench's data or
+    MOM6's outputs differ between hosts (a failed program: 3)."""
+    names = args.benchmarks.split(",") if args.benchmarks else list(abi.SMALL)
+    unknown = [n for n in names if n not in abi.OSU]
+    if unknown:
+        raise ClimstackError(
+            f"--benchmarks: unknown {', '.join(unknown)}", fix=f"from {','.join(abi.OSU)}"
+        )
+    hosts = args.hosts.split(",") if args.hosts else list(abi_hosts.MODEL_HOSTS)
+    bad = [h for h in hosts if h not in abi_hosts.MODEL_HOSTS]
+    if bad:
+        raise ClimstackError(
+            f"--hosts: unknown {', '.join(bad)}", fix=",".join(abi_hosts.MODEL_HOSTS)
+        )
+    args.out = args.out or pins.cache_dir() / "bench" / time.strftime("abi-%Y%m%d-%H%M%S")
+    out = fresh_out(args)
+    if out.exists() and args.force:
+        shutil.rmtree(out)
+    name = "container-mpi-abi"
+    image_dir = Path(args.image or image.build(name, image.default_destination(name)))
+    tarball = abi.osu_tarball()
+    c_hosts = [h for h in hosts if h in abi_hosts.NAMES]  # the C lane's: native builds too
+    if not c_hosts:
+        raise ClimstackError(
+            f"--hosts {args.hosts}: no host of the C lane",
+            fix=f"add one of {','.join(abi_hosts.NAMES)}",
+        )
+    results = abi.compare(image_dir, out, tarball, names, c_hosts, args.repeats)
+    planned = {}
+    for host_name in hosts:
+        host = abi_hosts.host(host_name, visible=(out, image_dir))
+        planned[host_name] = (host, abi.host_plan(host, out / "model", image_dir))
+    mpich_image = image.default_destination("container-archer2")  # if `make local` built it
+    mpich_image = mpich_image if mpich_image.is_dir() else None
+    results["model"] = abi_model.compare(
+        image_dir, out / "model", planned, args.repeats, mpich_image
+    )
+    atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
+    table = abi_report.matrix_table(results)
+    table += "\n\n" + abi_report.model_table(results["model"])
+    rows = abi_report.compatibility(results, out, mpich_image)
+    table += "\n\n" + abi_report.compatibility_table(rows)
+    (out / "abi.md").write_text(table + "\n")
+    print(table)
+    print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
+    differ = [k for k, v in results["netcdf"].items() if v["differences"]]
+    model = results["model"]
+    differ += [k for k, v in [*model["across_hosts"].items(), ("layouts", model.get("layout"))]
+               if v and v["differences"]]  # fmt: skip
+    for pair in differ:
+        print(f"climstack bench abi: the outputs differ: {pair}", file=sys.stderr)
+    return max(abi_report.status(results["netcdf"]), abi_report.model_status(results["model"]))
