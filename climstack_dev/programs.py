@@ -40,6 +40,17 @@ def spoil(path: Path, name: str, into: str) -> None:
     path.write_bytes(data.replace(old, new))
 
 
+def spoiled_library(lib: Path, soname: str, out: Path, name: str, into: str) -> Path:
+    """A copy of the directory `lib` whose `soname` has `name` spoiled (`spoil`); the
+    copy's path (out/lib), the other files symlinked as they were."""
+    copy = out / "lib"
+    shutil.copytree(lib, copy, symlinks=True)
+    (copy / soname).unlink()
+    shutil.copy2(lib / soname, copy / soname)
+    spoil(copy / soname, name, into)
+    return copy
+
+
 def wheel(key: str) -> Path:
     """Prefix holding the installed wheel (bin/, lib/), downloaded once."""
     return wheels.installed(*WHEELS[key])

@@ -5,7 +5,6 @@ trip names Intel MPI 2021.18's defect; MOM6 runs unchanged on MPICH 5.0.2, Intel
 and Open MPI 6.0.0rc2 with bit-identical outputs, in both layouts, and as a Slurm step."""
 
 import dataclasses
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -22,7 +21,7 @@ from climstack.image import image, image_check
 from climstack.inputs import sites
 from climstack.jobs import slurm
 from climstack_dev import images
-from climstack_dev.programs import spoil
+from climstack_dev.programs import spoiled_library
 
 NAME = "container-mpi-abi"
 MPIF_INFO = abi_model.PREFLIGHT
@@ -56,21 +55,21 @@ def in_image(abi_image: Path, path: str) -> Path:
 def test_every_fortran_program_calls_mpi_through_mpif_alone(abi_image):
     """Property (4) of the image check on the view: MOM6 and mpif_info load libmpif.so.1 and
     libmpi_abi.so.1, nothing of an implementation's Fortran."""
-    files = image_check.scan(abi_image / abi.VIEW.lstrip("/"), sysroot=abi_image)
+    files = image_check.scan(Path(abi.VIEW), sysroot=abi_image)
     by_name = {info.path.name: info for info in files}
     for name in ("MOM6", "mpif_info"):
         info = by_name[name]
         loads = image_check.needed_closure(info, files)
         assert {elf.MPIF_SONAME, "libmpi_abi.so.1"} <= loads, loads
         assert not loads.intersection(elf.IMPLEMENTATION_FORTRAN)
-        assert image_check.problems(info, mpich=False, standard=True, files=files) == []
+        assert image_check.problems(info, mpich=False, standard=True, loads=loads) == []
     mpif = next(f for f in files if f.soname == elf.MPIF_SONAME)
     assert mpif.needed and "libmpi_abi.so.1" not in mpif.needed  # the program brings it
     assert "MPI_Init" in mpif.mpi_imports() and "mpi_init_" in mpif.exports
 
 
 def test_the_image_check_refuses_each_wrong_fortran_link(abi_image, tmp_path):
-    files = image_check.scan(abi_image / abi.VIEW.lstrip("/"), sysroot=abi_image)
+    files = image_check.scan(Path(abi.VIEW), sysroot=abi_image)
     model = next(f for f in files if f.path.name == "MOM6")
     loads = image_check.needed_closure(model, files)
     mpich_fortran = (loads - {elf.MPIF_SONAME}) | {"libmpifort.so.12"}
@@ -96,25 +95,30 @@ def test_verify_accepts_the_mpif_programs_on_every_host(abi_image, planned):
             assert report.imported > 1000 and not report.missing
 
 
-def _relinked(abi_image: Path, tmp_path: Path, *patchelf_args: str) -> str:
-    """A copy of the image's MOM6, in the image, changed by patchelf; its image path."""
+@pytest.fixture
+def relinked(abi_image, tmp_path):
+    """A copy of the image's MOM6 in the image's /tmp, changed by patchelf: its image path;
+    removed after the test."""
     copy = abi_image / "tmp" / f"{tmp_path.name}-MOM6"
-    shutil.copy2(in_image(abi_image, abi_model.MODEL), copy)
-    subprocess.run(["patchelf", *patchelf_args, copy], check=True)
-    return f"/tmp/{copy.name}"
+
+    def make(*patchelf_args: str) -> str:
+        shutil.copy2(in_image(abi_image, abi_model.MODEL), copy)
+        subprocess.run(["patchelf", *patchelf_args, copy], check=True)
+        return f"/tmp/{copy.name}"
+
+    yield make
+    copy.unlink(missing_ok=True)
 
 
-def test_a_program_on_mpichs_own_fortran_library_is_refused(abi_image, planned, tmp_path):
-    program = _relinked(
-        abi_image, tmp_path, "--replace-needed", elf.MPIF_SONAME, "libmpifort.so.12"
-    )
+def test_a_program_on_mpichs_own_fortran_library_is_refused(abi_image, planned, relinked):
+    program = relinked("--replace-needed", elf.MPIF_SONAME, "libmpifort.so.12")
     report = verify.check(program, planned["mpich"][1], abi_image)
     assert not report.ok
     assert any("loads libmpifort.so.12, an MPI implementation's own" in p for p in report.problems)
 
 
-def test_mpif_and_a_host_fortran_abi_in_one_process_are_refused(abi_image, planned, tmp_path):
-    program = _relinked(abi_image, tmp_path, "--add-needed", "libmpifort_abi.so.1")
+def test_mpif_and_a_host_fortran_abi_in_one_process_are_refused(abi_image, planned, relinked):
+    program = relinked("--add-needed", "libmpifort_abi.so.1")
     report = verify.check(program, planned["intel"][1], abi_image)
     assert not report.ok
     assert any("two Fortran MPI layers" in p and "mixed" in p for p in report.problems)
@@ -122,11 +126,10 @@ def test_mpif_and_a_host_fortran_abi_in_one_process_are_refused(abi_image, plann
 
 def test_a_host_abi_library_lacking_a_call_of_mpif_is_refused(abi_image, hosts, tmp_path):
     """libmpif's imports are checked like any object's: MPI_Comm_toint spoiled in a copy."""
-    lib = tmp_path / "host" / "lib"
-    shutil.copytree(Path(hosts["mpich"].prefix) / "lib", lib, symlinks=True)
-    (lib / "libmpi_abi.so.1").unlink()
-    shutil.copy2(Path(hosts["mpich"].prefix) / "lib/libmpi_abi.so.1", lib / "libmpi_abi.so.1")
-    spoil(lib / "libmpi_abi.so.1", "MPI_Comm_toint", "QPI_Comm_toint")
+    prefix = Path(hosts["mpich"].prefix)
+    lib = spoiled_library(
+        prefix / "lib", "libmpi_abi.so.1", tmp_path / "host", "MPI_Comm_toint", "QPI_Comm_toint"
+    )
     made = plans.write(
         plans.make_plan(
             sites.get("local"), "bind", prefix=str(lib.parent), abi="standard", environ={}
@@ -140,41 +143,60 @@ def test_a_host_abi_library_lacking_a_call_of_mpif_is_refused(abi_image, hosts, 
 # --- the handle round trip and the runs
 
 
-def test_the_round_trip_names_intel_2021_18s_defect(abi_image, planned, tmp_path):
-    program = abi_model.roundtrip_program(tmp_path / "bin")
-    found = {
-        name: abi_model.preflight(plan, host, abi_image, program, tmp_path / name)
-        for name, (host, plan) in planned.items()
-    }
-    assert found["intel"]["roundtrip"][0].startswith("MPI_Comm_fromint(MPI_Comm_toint(h)) != h")
-    assert len(found["intel"]["roundtrip"]) == 6  # every kind of user handle
-    assert "the handle round trip fails" in found["intel"]["reason"]
+@pytest.fixture(scope="module")
+def model_record(abi_image, planned, tmp_path_factory):
+    """`bench abi`'s model lane on the four hosts, once."""
+    return abi_model.compare(abi_image, tmp_path_factory.mktemp("model"), planned, repeats=1)
+
+
+def test_the_preflight_names_intel_2021_18s_defect_and_keeps_its_row(model_record):
+    hosts = model_record["hosts"]
+    intel = hosts["intel"]
+    assert intel["roundtrip"][0].startswith("MPI_Comm_fromint(MPI_Comm_toint(h)) != h")
+    assert len(intel["roundtrip"]) == 6  # every user-created handle; the predefined pass
+    assert "mpif_info failed" in intel["reason"] and "SIGSEGV" in intel["reason"]
+    assert "the handle round trip fails" in intel["reason"] and "main_loop_s" not in intel
     for name in ("mpich", "intel-2021.19", "openmpi"):
-        assert found[name]["reason"] == "" and found[name]["roundtrip"] == ["ok"], found[name]
-        assert found[name]["loaded"] == f"{plans.LINKS_DIR}/libmpi_abi.so.1"
+        assert hosts[name]["reason"] == "" and hosts[name]["roundtrip"] == ["ok"], hosts[name]
+        assert hosts[name]["loaded"] == f"{plans.LINKS_DIR}/libmpi_abi.so.1"
+        assert hosts[name]["main_loop_s"][0] > 0
 
 
-def test_mom6_is_bit_identical_on_the_three_hosts_and_in_both_layouts(
-    abi_image, planned, tmp_path
-):
-    record = abi_model.compare(abi_image, tmp_path / "model", planned, repeats=1)
-    refused = {n for n, h in record["hosts"].items() if h["reason"]}
-    assert refused == {"intel"}
-    assert set(record["across_hosts"]) == {"mpich vs intel-2021.19", "mpich vs openmpi"}
-    for found in record["across_hosts"].values():
+def test_mom6_is_bit_identical_on_the_three_hosts_and_in_both_layouts(model_record, tmp_path):
+    assert set(model_record["across_hosts"]) == {"mpich vs intel-2021.19", "mpich vs openmpi"}
+    for found in model_record["across_hosts"].values():
         assert found["compared"] >= 3 and found["differences"] == [], found
-    assert record["layout"]["differences"] == [] and record["layout"]["compared"] >= 3
-    table = abi_report.model_table(record)
-    assert "refused: the handle round trip fails" in table and "bit-identical to mpich" in table
+    layout = model_record["layout"]
+    assert layout["differences"] == [] and layout["compared"] >= 3
+    table = abi_report.model_table(model_record)
+    assert "refused: mpif_info failed" in table and "bit-identical to mpich" in table
+    assert abi_report.model_status(model_record) == 0
     # the comparison's negative control: one value of one host's ocean.stats changed
-    run = Path(record["across_hosts"]["mpich vs openmpi"]["b"])
-    stats = run / "ocean.stats"
-    text = stats.read_text().splitlines()
-    text[-1] = text[-1].replace("0", "1", 1)
-    stats.write_text("\n".join(text) + "\n")
-    comparison = bitwise.compare(Path(record["across_hosts"]["mpich vs openmpi"]["a"]), run)
+    a, b = (Path(model_record["across_hosts"]["mpich vs openmpi"][k]) for k in ("a", "b"))
+    changed = tmp_path / "changed"
+    shutil.copytree(b, changed)
+    lines = (changed / "ocean.stats").read_text().splitlines()
+    lines[-1] = lines[-1][:-1] + ("1" if lines[-1][-1] != "1" else "2")
+    (changed / "ocean.stats").write_text("\n".join(lines) + "\n")
+    comparison = bitwise.compare(a, changed)
     assert not comparison.identical and "ocean.stats" in str(comparison.differences[0])
-    json.dumps(record)  # what bench abi writes
+    record = {
+        **model_record,
+        "across_hosts": {"mpich vs openmpi": abi_model.compared_runs(a, changed)},
+    }
+    assert abi_report.model_status(record) == 1
+
+
+def test_the_compatibility_table_has_fortran_rows(abi_image, model_record, tmp_path):
+    """image ABI x host MPI x language: verify's verdicts computed, the runs' results."""
+    results = {"hosts": {}, "ratios": {}, "image": str(abi_image), "model": model_record}
+    rows = abi_report.compatibility(results, tmp_path, None)
+    fortran = {r["host"]: r for r in rows if r["language"] == "Fortran"}
+    assert fortran["MPICH 5.0.2"]["verdict"] == "verify ok"
+    assert fortran["MPICH 5.0.2"]["ran"] == "MOM6 ran (the reference of the comparison)"
+    assert fortran["Open MPI 6.0.0rc2"]["ran"].startswith("MOM6 bit-identical to mpich")
+    assert fortran["Intel MPI 2021.18"]["ran"].startswith("refused by preflight: mpif_info")
+    assert fortran["Debian's MPICH 4.0.2"]["verdict"].startswith("refused by bind")
 
 
 def test_mom6_runs_in_the_image_as_a_slurm_step_on_mpich(abi_image, planned, tmp_path):
