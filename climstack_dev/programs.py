@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack import pins
+from climstack.bind import plan as plans
 from climstack.common import atomic, stamp, wheels
 from climstack.image import image
+from climstack.inputs import sites
 from climstack.launch import sid_apptainer
 
 PROJECT_ROOT = pins.PROJECT_ROOT
@@ -40,15 +42,18 @@ def spoil(path: Path, name: str, into: str) -> None:
     path.write_bytes(data.replace(old, new))
 
 
-def spoiled_library(lib: Path, soname: str, out: Path, name: str, into: str) -> Path:
-    """A copy of the directory `lib` whose `soname` has `name` spoiled (`spoil`); the
-    copy's path (out/lib), the other files symlinked as they were."""
-    copy = out / "lib"
-    shutil.copytree(lib, copy, symlinks=True)
-    (copy / soname).unlink()
-    shutil.copy2(lib / soname, copy / soname)
-    spoil(copy / soname, name, into)
-    return copy
+def spoiled_standard_plan(prefix: Path, out: Path, name: str, into: str):
+    """The standard ABI bind plan (site local) of a copy of the host MPI at `prefix` whose
+    libmpi_abi.so.1 has `name` spoiled (`spoil`), written to out/plan."""
+    lib = out / "host" / "lib"
+    shutil.copytree(prefix / "lib", lib, symlinks=True)
+    (lib / "libmpi_abi.so.1").unlink()
+    shutil.copy2(prefix / "lib" / "libmpi_abi.so.1", lib / "libmpi_abi.so.1")
+    spoil(lib / "libmpi_abi.so.1", name, into)
+    made = plans.make_plan(
+        sites.get("local"), "bind", prefix=str(lib.parent), abi="standard", environ={}
+    )
+    return plans.write(made, out / "plan")
 
 
 def wheel(key: str) -> Path:

@@ -28,7 +28,7 @@ from climstack.jobs import slurm
 from climstack.bench.abi import abi_hosts
 from climstack.stack import containers, environments, lock_cache
 from climstack_dev import images
-from climstack_dev.programs import compile_probe, mpich, spoiled_library
+from climstack_dev.programs import compile_probe, mpich, spoiled_standard_plan
 
 NAME = "container-mpi-abi"
 PROBE = f"{abi.VIEW}/bin/mpi-probe"
@@ -241,16 +241,7 @@ def test_a_fortran_program_needs_a_host_with_a_fortran_abi(hosts, tmp_path):
 
 def test_a_host_library_without_pmpi_is_refused(abi_image, hosts, tmp_path):
     """As MPICH 5.0.0-5.0.1 built it: PMPI_Send not in libmpi_abi.so.1 (spoiled in a copy)."""
-    prefix = Path(hosts["mpich"].prefix)
-    lib = spoiled_library(
-        prefix / "lib", "libmpi_abi.so.1", tmp_path / "host", "PMPI_Send", "QMPI_Send"
-    )
-    made = plans.write(
-        plans.make_plan(
-            sites.get("local"), "bind", prefix=str(lib.parent), abi="standard", environ={}
-        ),
-        tmp_path / "plan",
-    )
+    made = spoiled_standard_plan(Path(hosts["mpich"].prefix), tmp_path, "PMPI_Send", "QMPI_Send")
     report = verify.check(PROBE, made, abi_image)
     assert not report.ok
     assert any("lack the PMPI_* twins" in p and "PMPI_Send" in p for p in report.problems)

@@ -21,7 +21,7 @@ from climstack.image import image, image_check
 from climstack.inputs import sites
 from climstack.jobs import slurm
 from climstack_dev import images
-from climstack_dev.programs import spoiled_library
+from climstack_dev.programs import spoiled_standard_plan
 
 NAME = "container-mpi-abi"
 MPIF_INFO = abi_model.PREFLIGHT
@@ -126,15 +126,8 @@ def test_mpif_and_a_host_fortran_abi_in_one_process_are_refused(abi_image, plann
 
 def test_a_host_abi_library_lacking_a_call_of_mpif_is_refused(abi_image, hosts, tmp_path):
     """libmpif's imports are checked like any object's: MPI_Comm_toint spoiled in a copy."""
-    prefix = Path(hosts["mpich"].prefix)
-    lib = spoiled_library(
-        prefix / "lib", "libmpi_abi.so.1", tmp_path / "host", "MPI_Comm_toint", "QPI_Comm_toint"
-    )
-    made = plans.write(
-        plans.make_plan(
-            sites.get("local"), "bind", prefix=str(lib.parent), abi="standard", environ={}
-        ),
-        tmp_path / "plan",
+    made = spoiled_standard_plan(
+        Path(hosts["mpich"].prefix), tmp_path, "MPI_Comm_toint", "QPI_Comm_toint"
     )
     report = verify.check(abi_model.MODEL, made, abi_image)
     assert not report.ok and "MPI_Comm_toint" in report.missing
