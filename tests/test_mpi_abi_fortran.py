@@ -138,7 +138,11 @@ def test_a_host_abi_library_lacking_a_call_of_mpif_is_refused(abi_image, hosts, 
 
 @pytest.fixture(scope="module")
 def model_record(abi_image, planned, tmp_path_factory):
-    """`bench abi`'s model lane on the four hosts, once."""
+    """`bench abi`'s model lane on the four hosts: `make local`'s record of this image when
+    there is one (abi.recorded), else one run."""
+    recorded = abi.recorded(image.inputs_key(NAME))
+    if recorded:
+        return recorded["model"]
     return abi_model.compare(abi_image, tmp_path_factory.mktemp("model"), planned, repeats=1)
 
 
@@ -152,7 +156,7 @@ def test_the_preflight_names_intel_2021_18s_defect_and_keeps_its_row(model_recor
     for name in ("mpich", "intel-2021.19", "openmpi"):
         assert hosts[name]["reason"] == "" and hosts[name]["roundtrip"] == ["ok"], hosts[name]
         assert hosts[name]["loaded"] == f"{plans.LINKS_DIR}/libmpi_abi.so.1"
-        assert hosts[name]["main_loop_s"][0] > 0
+        assert all(t > 0 for t in hosts[name]["main_loop_s"])
 
 
 def test_mom6_is_bit_identical_on_the_three_hosts_and_in_both_layouts(model_record, tmp_path):

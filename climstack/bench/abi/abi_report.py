@@ -111,9 +111,10 @@ def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path, pr
 
 
 def _reason(message: str) -> str:
-    """A refusal's first clause, without this machine's paths."""
-    text = re.sub(r"(?<![\w.])/\S+|\(--prefix\)", "", message.splitlines()[0])
-    text = re.sub(r"\bat\s+(?=is|has)|^\W+", "", text)
+    """A refusal's first clause, without this machine's paths (a library keeps its name)."""
+    text = re.sub(r"(?<![\w.])/\S*/(lib[^/\s]*\.so[^/\s]*)", r"\1", message.splitlines()[0])
+    text = re.sub(r"(?<![\w.])/[^\s),;]+|\(--prefix\)", "", text)
+    text = re.sub(r"\bat\s+(?=is|has)|^\W+|\s*\((?:RUNPATH|RPATH) of \)", "", text)
     return re.sub(r"\s+", " ", text.split(";")[0].split(": an ")[0]).strip()
 
 

@@ -54,6 +54,8 @@ def run_abi(args, fresh_out) -> int:
     results["model"] = abi_model.compare(
         image_dir, out / "model", planned, args.repeats, mpich_image
     )
+    if not args.image:  # the image of these inputs: its record is reusable (abi.recorded)
+        results["image_key"] = image.inputs_key(name)
     atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
     table = abi_report.matrix_table(results)
     table += "\n\n" + abi_report.model_table(results["model"])
