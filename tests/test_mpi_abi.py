@@ -106,12 +106,18 @@ def test_the_overlay_recipe_passes_spacks_audit_and_style():
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def _abi_env(tmp_path: Path, mpich_: str) -> Path:
+def _abi_env(tmp_path: Path, mpich_: str, mpi: str = "mpif") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "spack.yaml").write_text(
         f"""spack:
   include: [{PROJECT_ROOT}/environments/stack.yaml, {PROJECT_ROOT}/site/container-mpi-abi]
   specs: [mpi-probe]
   packages:
+    all:
+      providers:
+        mpi:: [{mpi}]
+    mpi::
+      require: [{mpi}]
     mpich:
       require:: ['{mpich_}']
       buildable: true
@@ -122,12 +128,16 @@ def _abi_env(tmp_path: Path, mpich_: str) -> Path:
 
 
 def test_an_mpich_without_the_standard_abi_is_refused(tmp_path):
-    env = _abi_env(tmp_path, "@4.3.2 ~abi")
+    """By check-mpi when MPICH is the MPI (a C-only image), by the solve under mpif."""
+    env = _abi_env(tmp_path / "c", "@4.3.2 ~abi", mpi="mpich")
     lock_cache.concretize(env)
     with pytest.raises(ClimstackError) as error:
         containers.check_mpi(env)
     assert "mpich@4.3.2 ~abi cannot build the MPI-5 standard ABI image" in str(error.value)
     assert "5.0.2" in error.value.fix
+    with pytest.raises(ClimstackError) as error:
+        lock_cache.concretize(_abi_env(tmp_path / "fortran", "@4.3.2 ~abi"))
+    assert "mpif depends on mpich@5.0.2:+abi" in str(error.value)
 
 
 def test_the_recipe_refuses_mpich_5_0_1_whose_pmpi_lives_apart(tmp_path):

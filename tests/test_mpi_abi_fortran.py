@@ -46,7 +46,8 @@ def planned(abi_image, hosts, tmp_path_factory):
 
 
 def in_image(abi_image: Path, path: str) -> Path:
-    return abi_image / path.lstrip("/")
+    """The host path of `path` in the image directory, its symlinks followed there."""
+    return image_check.resolve_in(abi_image, Path(path))
 
 
 # --- the image's Fortran side, as built

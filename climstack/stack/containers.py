@@ -101,14 +101,23 @@ def check_mpi(env_dir: Path) -> dict:
         for dep in node.get("dependencies", [])
         if "mpi" in dep["parameters"].get("virtuals", [])
     }
-    if set(providers) != {"mpich"}:
+    standard = abi(env_dir) == "standard"
+    # the standard ABI image's mpi is mpif: Fortran over the C ABI of its MPICH +abi
+    allowed = {"mpich", "mpif"} if standard else {"mpich"}
+    if not providers or not set(providers) <= allowed:
         raise ClimstackError(
             f"{where}: MPI is {', '.join(sorted(providers)) or 'missing'}, not MPICH; only an "
-            "MPICH-ABI MPI (libmpi.so.12) can be replaced by the host's Cray MPICH",
-            fix="require mpich (site/container does: packages: mpi: require: [mpich])",
+            "MPICH-ABI MPI (libmpi.so.12) can be replaced by the host's Cray MPICH"
+            + (
+                ", and only MPICH's standard ABI (under mpif) by an MPI-5 host's"
+                if standard
+                else ""
+            ),
+            fix="require mpich (site/container does: packages: mpi: require: [mpich])"
+            + (f", or mpif ({STANDARD_ABI_SCOPE})" if standard else ""),
         )
-    mpich = providers["mpich"]
-    if abi(env_dir) == "standard":
+    mpich = next(node for node in specs.values() if node["name"] == "mpich")
+    if standard:
         version = mpich["version"]
         if not mpich["parameters"].get("abi") or Version(version) < Version(STANDARD_ABI_MPICH):
             raise ClimstackError(
