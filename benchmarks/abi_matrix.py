@@ -2,7 +2,8 @@
 the lane (latency, bandwidth, allreduce, allgather, alltoall) on 2 ranks, REPEATS repeats
 (the order of hosts and of image/native rotated per repeat): the image's time ratio to each
 host MPI's native build, with its 95% interval, and NetCDF-Bench's data compared across
-the three hosts' runs.
+the three hosts' runs; then MOM6 through mpif on each host (MPICH 5.0.2, Intel MPI 2021.18
+and 2021.19, Open MPI 6): the preflights, main-loop medians, outputs bit for bit.
 
 Run: `.venv/bin/python benchmarks/abi_matrix.py [REPEATS]` (default 5).
 """
