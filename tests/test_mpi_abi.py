@@ -327,7 +327,7 @@ def test_bench_abi_reports_the_matrix_with_the_same_netcdf_data(abi_image, tmp_p
     assert all(not v["differences"] and v["variables"] for v in results["netcdf"].values())
     table = abi_report.matrix_table(results)
     assert "| osu_latency |" in table and f"n={n}" in table and "the same data" in table
-    rows = abi_report.compatibility({**results, "image": str(abi_image)}, tmp_path, None)
+    rows = abi_report.compatibility({**results, "image": str(abi_image)}, tmp_path, None, ["C"])
     verdicts = {row["host"]: row["verdict"] for row in rows if row["language"] == "C"}
     assert [verdicts[h.title] for h in map(abi_hosts.host, abi_hosts.NAMES)] == ["verify ok"] * 3
     refused = [v for h, v in verdicts.items() if "MPICH 3.4.3" in h or "4.0.2" in h]

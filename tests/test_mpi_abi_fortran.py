@@ -188,7 +188,7 @@ def test_mom6_is_bit_identical_on_the_three_hosts_and_in_both_layouts(model_reco
 def test_the_compatibility_table_has_fortran_rows(abi_image, model_record, tmp_path):
     """image ABI x host MPI x language: verify's verdicts computed, the runs' results."""
     results = {"hosts": {}, "ratios": {}, "image": str(abi_image), "model": model_record}
-    rows = abi_report.compatibility(results, tmp_path, None)
+    rows = abi_report.compatibility(results, tmp_path, None, ["Fortran"])
     fortran = {r["host"]: r for r in rows if r["language"] == "Fortran"}
     assert fortran["MPICH 5.0.2"]["verdict"] == "verify ok"
     assert fortran["MPICH 5.0.2"]["ran"] == "MOM6 ran (the reference of the comparison)"

@@ -118,10 +118,12 @@ def _reason(message: str) -> str:
     return re.sub(r"\s+", " ", text.split(";")[0].split(": an ")[0]).strip()
 
 
-def compatibility(results: dict, out: Path, mpich_image: Path | None) -> list[dict]:
-    """Image ABI x host MPI x language: how it launches, what bind and verify say (computed
-    here), and what ran: the osu_latency ratio (C), the model's preflight and outputs
-    (Fortran, the standard ABI image)."""
+def compatibility(
+    results: dict, out: Path, mpich_image: Path | None, languages=tuple(PROGRAMS)
+) -> list[dict]:
+    """Image ABI x host MPI x language (of `languages`): how it launches, what bind and
+    verify say (computed here), and what ran: the osu_latency ratio (C), the model's
+    preflight and outputs (Fortran, the standard ABI image)."""
     model = results.get("model", {})
     names = dict.fromkeys([*results["hosts"], *model.get("hosts", {})])
     hosts = {name: abi_hosts.host(name, visible=(out,)) for name in names}
@@ -135,7 +137,7 @@ def compatibility(results: dict, out: Path, mpich_image: Path | None) -> list[di
         if image_dir is None:
             continue
         for (name, title, root, prefix, launcher), language in itertools.product(
-            targets, PROGRAMS
+            targets, languages
         ):
             work = out / "compatibility" / f"{kind}-{name}-{language}"
             rows.append(
