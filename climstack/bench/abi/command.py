@@ -31,6 +31,12 @@ def run_abi(args, fresh_out) -> int:
         raise ClimstackError(
             f"--hosts: unknown {', '.join(bad)}", fix=",".join(abi_hosts.MODEL_HOSTS)
         )
+    c_hosts = [h for h in hosts if h in abi_hosts.NAMES]  # the C lane's: native builds too
+    if not c_hosts:
+        raise ClimstackError(
+            f"--hosts {args.hosts}: no host of the C lane",
+            fix=f"add one of {','.join(abi_hosts.NAMES)}",
+        )
     args.out = args.out or pins.cache_dir() / "bench" / time.strftime("abi-%Y%m%d-%H%M%S")
     out = fresh_out(args)
     if out.exists() and args.force:
@@ -38,12 +44,6 @@ def run_abi(args, fresh_out) -> int:
     name = "container-mpi-abi"
     image_dir = Path(args.image or image.build(name, image.default_destination(name)))
     tarball = abi.osu_tarball()
-    c_hosts = [h for h in hosts if h in abi_hosts.NAMES]  # the C lane's: native builds too
-    if not c_hosts:
-        raise ClimstackError(
-            f"--hosts {args.hosts}: no host of the C lane",
-            fix=f"add one of {','.join(abi_hosts.NAMES)}",
-        )
     results = abi.compare(image_dir, out, tarball, names, c_hosts, args.repeats)
     planned = {}
     for host_name in hosts:
