@@ -44,7 +44,7 @@ def header(fields: dict, kind: str = "") -> str:
     words = [HEADER, *([kind] if kind else [])]
     for key in order:
         if fields[key] is not None and fields[key] != "":
-            value = str(fields[key])
+            value = " ".join(str(fields[key]).split())  # one line: a reason may hold output
             words.append(f"{key}={value if PLAIN.fullmatch(value) else shlex.quote(value)}")
     return " ".join(words)
 
