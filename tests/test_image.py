@@ -80,6 +80,26 @@ def test_no_library_of_the_image_searches_this_hosts_paths(archer2_image):
             assert directory.startswith(("/opt/", "$ORIGIN")), (path, directory)
 
 
+def test_the_io_libraries_are_built_shared_only_and_hdf5_without_its_tools(archer2_image):
+    """The overlay recipes (repo/packages/hdf5, netcdf-c, netcdf-fortran) build each source
+    once, for the shared library; site/container builds HDF5 without h5dump and the rest."""
+    software = archer2_image / "opt" / "software"
+    prefixes = {
+        name: next(software.glob(f"*/*/*/*/*/*/{name}-*"))
+        for name in ("hdf5", "netcdf-c", "netcdf-fortran")
+    }
+    for name, libraries in {
+        "hdf5": ("libhdf5", "libhdf5_hl", "libhdf5_fortran"),
+        "netcdf-c": ("libnetcdf",),
+        "netcdf-fortran": ("libnetcdff",),
+    }.items():
+        files = {p.name for p in prefixes[name].rglob("lib*")}
+        assert {f"{lib}.so" for lib in libraries} <= files, (name, files)
+        assert not [f for f in files if f.endswith(".a")], (name, files)
+    hdf5_tools = {p.name for p in (prefixes["hdf5"] / "bin").iterdir()}
+    assert not hdf5_tools & {"h5dump", "h5ls", "h5diff", "h5repack"}, hdf5_tools
+
+
 def test_the_benchmarks_are_kept_as_built_without_xpmem(archer2_image):
     """The bind-noxpmem control: each MPI executable of the view also exists, as built, under
     image.NOXPMEM: the same DT_NEEDED but libxpmem.so.0."""

@@ -14,7 +14,8 @@ class Hdf5(BuiltinHdf5):
     project can reach offline (`climstack source-mirror fill-debian`). The image built on
     this machine takes the release of the host's HDF5 (Debian 12's 1.10.8), so that its
     HDF5 callers can run on the host's HDF5 bound in; a centre with internet may use any
-    builtin version instead."""
+    builtin version instead. A `+shared` build installs the shared libraries alone: builtin
+    also builds the static ones, compiling every source twice, and nothing links them."""
 
     # Debian trixie's hdf5 1.14.5+repack-3: upstream's tag hdf5_1.14.5, repacked
     version(
@@ -28,3 +29,11 @@ class Hdf5(BuiltinHdf5):
         sha256="7b38e58ff83b13fd8959a90b13bf896bc318ba096c940ab0847abf3ad41a0b31",
         url="http://deb.debian.org/debian/pool/main/h/hdf5/hdf5_1.10.8+repack1.orig.tar.gz",
     )
+
+    def cmake_args(self):
+        args = super().cmake_args()
+        if self.spec.satisfies("~shared"):
+            return args
+        shared_only = {"ONLY_SHARED_LIBS": True, "BUILD_STATIC_LIBS": False}
+        args = [a for a in args if not a.startswith("-DONLY_SHARED_LIBS")]
+        return args + [self.define(name, value) for name, value in shared_only.items()]
