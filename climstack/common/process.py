@@ -98,9 +98,13 @@ def _kill(pid: int, group: bool, signum: int) -> None:
         pass
 
 
+class TimedOut(ToolFailure):
+    """A command still running at its timeout, and stopped."""
+
+
 def _timed_out(what: str, command: list, timeout: float, output: str, fix: str):
     silent = " printing nothing" if not output.strip() else ""
-    return ToolFailure(
+    return TimedOut(
         f"{what}: `{' '.join(command[:3])} ...` still running after {timeout:g} s{silent}, "
         f"stopped" + (f"; its last output:\n{output.strip()[-TAIL:]}" if output.strip() else ""),
         fix=fix or "find out why it hangs (run the command by hand), or raise its timeout",

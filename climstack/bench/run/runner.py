@@ -228,50 +228,70 @@ def work_dir(out: Path, benchmark: Benchmark, mode: str, repeat: int) -> Path:
 
 def run_one(benchmark, mode, work, ranks, timeout, fields) -> str:
     """One run of `benchmark` in `mode`, in `work`: its output, or its failure's header
-    line (`fields`: the header's)."""
-    failed = header(fields, FAILED) + " reason="
+    line (`fields`: the header's). A run that hangs is stopped at `timeout` and run once
+    more; its header keeps the first attempt's end (`hung_once`)."""
+
+    def failed(reason: str) -> str:
+        return f"{header(fields, FAILED)} reason={shlex.quote(reason)}\n"
+
     if mode.unavailable:
-        return failed + shlex.quote(mode.unavailable) + "\n"
+        return failed(mode.unavailable)
     try:
         program = [mode.locate(benchmark)]
     except LookupError as why:
-        return failed + shlex.quote(str(why)) + "\n"
+        return failed(str(why))
     program += [arg.format(ranks=ranks) for arg in benchmark.argv[1:]]
     if benchmark.case:
-        return _run_case(benchmark, mode, program[0], work, timeout, failed)
+        return _run_case(benchmark, mode, program[0], work, timeout, fields, failed)
     (work / (benchmark.workdir or "")).mkdir(parents=True, exist_ok=True)
     for name, text in benchmark.files:
         (work / name).write_text(text)
-    start = time.monotonic()
+    what, argv = f"{benchmark.name} ({mode.name})", mode.wrap(program, cwd=str(work))
     try:
-        what = f"{benchmark.name} ({mode.name})"
-        proc = process.run(
-            mode.wrap(program, cwd=str(work)),
-            what,
-            cwd=work,
-            timeout=timeout,
-            env=mode.env,
-            check=False,
+        start, proc = once_more_if_hung(
+            lambda: (
+                time.monotonic(),
+                process.run(argv, what, cwd=work, timeout=timeout, env=mode.env, check=False),
+            ),
+            fields,
         )
-    except ClimstackError as err:  # not found, or no result within the timeout
-        return failed + shlex.quote(err.message[:300]) + "\n"
+    except ClimstackError as err:  # not found, or no result within the timeout, twice
+        return failed(err.message[:300])
     if proc.returncode:
         last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
-        reason = f"exit {proc.returncode} after {time.monotonic() - start:.1f} s: {last[:300]}"
-        return failed + shlex.quote(reason) + "\n"
+        return failed(
+            f"exit {proc.returncode} after {time.monotonic() - start:.1f} s: {last[:300]}"
+        )
     return proc.stdout
 
 
-def _run_case(benchmark, mode, program, work, timeout, failed) -> str:
+def _run_case(benchmark, mode, program, work, timeout, fields, failed) -> str:
     """A model's case in a fresh run directory (`work`); its output, or the failure line."""
     case = cases.get(benchmark.case)
     settings = cases.parse_settings(list(benchmark.settings))
-    shutil.rmtree(work, ignore_errors=True)  # a run directory of an earlier `bench local`
-    try:
+
+    def attempt():
+        shutil.rmtree(work, ignore_errors=True)  # an earlier run's directory, or a hung one's
         cases.run(
             case, work, program, lambda argv: mode.wrap(argv, cwd=str(work.resolve())),
             settings, env=mode.env, timeout=timeout,
         )  # fmt: skip
+
+    try:
+        once_more_if_hung(attempt, fields)
     except ClimstackError as err:
-        return failed + shlex.quote(err.message.strip().splitlines()[0][:300]) + "\n"
+        return failed(err.message.strip().splitlines()[0][:300])
     return (work / cases.STDOUT).read_text()
+
+
+def once_more_if_hung(attempt, fields: dict):
+    """`attempt()`, and once more if it hung (process.TimedOut), with how the first attempt
+    ended in `fields["hung_once"]` and on stderr: a hang of the runtime or the machine
+    (seen once in about 45 podman runs) costs one timeout, not the whole batch; a second
+    hang is the run's failure."""
+    try:
+        return attempt()
+    except process.TimedOut as hung:
+        fields["hung_once"] = hung.message.splitlines()[0]
+        print(f"    ... {fields['hung_once']}: running it once more", file=sys.stderr, flush=True)
+        return attempt()
