@@ -308,4 +308,5 @@ def again_if_hung(attempt, fields: dict):
             fields["hung"] = f"{tried} of {HANG_ATTEMPTS} attempts: {hung.message}"
             if tried == HANG_ATTEMPTS:
                 raise
-            print(f"    ... {hung.message.splitlines()[0]}: again", file=sys.stderr, flush=True)
+            stopped = hung.message.splitlines()[0].split("; its last output")[0]
+            print(f"    ... {stopped}; running it again", file=sys.stderr, flush=True)
