@@ -344,14 +344,31 @@ def test_unreachable_registry_fails_fast_naming_it(centre_a, tmp_path):
     assert url in str(err.value) and "unreachable" in str(err.value)
 
 
+def installed_kib(spack, env: Path) -> dict[str, int]:
+    """The disk use of each package installed in `env`, in KiB (du -sk), externals left out."""
+    found = spack.run("find", "--format", "{name} {prefix} {external}", env=env).stdout
+    rows = [line.split() for line in found.splitlines() if len(line.split()) == 3]
+    return {
+        name: int(
+            subprocess.run(["du", "-sk", prefix], capture_output=True, text=True).stdout.split()[0]
+        )
+        for name, prefix, external in rows
+        if external == "False"
+    }
+
+
 def test_disk_full_at_b_leaves_nothing_half_installed(centre_a, pushed, trusting, tmp_path):
-    """B's install root on a 30 MiB tmpfs: gcc-runtime (27 MB) fits, the rest of the slice
-    (netcdf-c 5 MB, ...) does not."""
+    """B's install root on a tmpfs sized from A's installs: gcc-runtime (27 MB) fits, and
+    half of netcdf-c (about 3 MB) with room for the probes and the database: the slice
+    does not."""
     if os.geteuid() != 0:
         pytest.skip("mounting a small filesystem needs root")
+    a_kib = installed_kib(centre_a[0], centre_a[1])
+    size = a_kib["gcc-runtime"] + a_kib["netcdf-c"] // 2 + 512
     b = centre_b(tmp_path, trusting)
     b.install_root.mkdir(parents=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=30m", "tmpfs", b.install_root], check=True)
+    mount = ["mount", "-t", "tmpfs", "-o", f"size={size}k", "tmpfs", b.install_root]
+    subprocess.run(mount, check=True)
     try:
         env = b_env(centre_a, tmp_path)
         with pytest.raises(ClimstackError) as err:
