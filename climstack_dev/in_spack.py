@@ -27,7 +27,10 @@ def pins(*names: str) -> dict:
     out = {}
     for name in names:
         cls = spack.repo.PATH.get_pkg_class(name)
-        pick = next((v for v, a in cls.versions.items() if a.get("preferred")), max(cls.versions))
+        # as the concretizer picks: a preferred version, else the newest that is not a
+        # branch like develop or main (builtin's netcdf-c has `main`)
+        released = max(v for v in cls.versions if not v.isdevelop())
+        pick = next((v for v, a in cls.versions.items() if a.get("preferred")), released)
         out[name] = {
             "version": str(pick),
             "git": getattr(cls, "git", None),
