@@ -8,6 +8,8 @@ status `climstack` ends with (EXIT_CODES, documented in docs/exit-codes.md):
 | 2      | bad input: an argument, a file or a key; nothing was done      |
 | 3      | a tool or program failed (a command's exit, a timeout, a crash, |
 |        | an output that does not read)                                  |
+| 4      | ok by climstack's model alone: every check passed, but the real |
+|        | program (the image's ld.so) was not asked to confirm it         |
 
 A negative verdict is not an error: a command that finds one returns 1 itself. An exception
 climstack did not expect (a bug of ours) ends the command with 3 too, in one line that says
@@ -17,12 +19,13 @@ where to report it (`internal_error`), never with Python's 1, which would read a
 import traceback
 from pathlib import Path
 
-OK, NEGATIVE, BAD_INPUT, FAILED = 0, 1, 2, 3
+OK, NEGATIVE, BAD_INPUT, FAILED, UNCONFIRMED = 0, 1, 2, 3, 4
 EXIT_CODES = {
     OK: "ok",
     NEGATIVE: "a check's negative verdict (differs, refused, drift)",
     BAD_INPUT: "bad input (an argument, file or key); nothing was done",
     FAILED: "a tool or program failed (exit status, timeout, crash, unreadable output)",
+    UNCONFIRMED: "ok by climstack's model alone: the real program was not asked to confirm it",
 }
 
 

@@ -205,7 +205,7 @@ def test_fabric_mode_binds_the_hosts_libfabric_under_the_images_mpi(image, tmp_p
         tmp_path,
     )
     assert "libmpi.so.12" not in plan.links and "libfabric.so.1" in plan.links
-    assert verify.check(PROBE, plan, image).ok
+    assert verify.check(PROBE, plan, image).passed
     proc = run(plan, image, [PROBE], env={"LD_DEBUG": "libs"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "library: MPICH Version:      5.0.2" in proc.stdout
@@ -223,7 +223,7 @@ def test_fabric_mode_refuses_an_older_libfabric_by_symbol_version(image, tmp_pat
         tmp_path,
     )
     report = verify.check(PROBE, plan, image)
-    assert not report.ok
+    assert not report.passed
     assert report.version_missing == [
         f"FABRIC_1.9 of libfabric.so.1 (needed by {helpers.IMAGE_PREFIX}/lib/libmpi.so.12)"
     ]

@@ -180,7 +180,7 @@ def test_the_hosts_netcdf_and_hdf5_replace_the_images_own(nc_image, tmp_path):
         tmp_path / "io",
     )
     report = check(plan, nc_image)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     assert report.families["netcdf"]["from_host"] == ["libnetcdf.so.19"]
     assert report.families["netcdf"]["imported"] == 8 and not report.families["netcdf"]["missing"]
     assert report.families["hdf5"]["versions"] == {"image": "1.10.8", "host": "1.10.8"}
@@ -239,7 +239,7 @@ def test_a_host_library_reaching_its_dependency_by_its_own_rpath_is_the_hosts(nc
     plan = plans.make_plan(sites.get("local"), environ={}, with_families={"netcdf": prefixes})
     plan = ready(plan, nc_image, tmp_path)
     report = verify.check("/opt/probe/bin/nff-user", plan, nc_image)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     assert report.families["netcdf"]["from_host"] == ["libnetcdf.so.19", "libnetcdff.so.7"]
     result = run(plan, nc_image, ["/opt/probe/bin/nff-user"], env={"LD_DEBUG": "libs"})
     assert result.returncode == 0, result.stderr
@@ -275,7 +275,7 @@ def test_an_hdf5_release_mismatch_is_refused_unless_the_site_overrides(nc_image,
     plan = plans.make_plan(sites.get(str(site)), environ={}, with_families=chosen)
     plan = ready(plan, nc_image, tmp_path / "override")
     report = check(plan, nc_image)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     assert report.families["hdf5"]["versions"]["override"] == "HDF5_DISABLE_VERSION_CHECK=1"
 
 

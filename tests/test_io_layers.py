@@ -233,7 +233,7 @@ def test_the_hosts_adios2_is_bound_checked_and_written_through(archer2_image, tm
     assert families.find("adios2", loader.View(), None, {}, prefix=str(host)).libraries
     made = plan_for("bind", tmp_path / "plan", {"adios2": str(host)})
     report = verify.check(BENCHIO, made, archer2_image)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     adios2 = report.families["adios2"]
     assert "libadios2_fortran_mpi.so.2.10" in adios2["from_host"] and not adios2["missing"]
     assert adios2["versions"] == {"image": ["2.10"], "host": ["2.10"]}
@@ -253,6 +253,6 @@ def test_a_host_adios2_of_another_major_or_minor_is_refused(archer2_image, tmp_p
         host = host_adios2(archer2_image, tmp_path / version, version)
         made = plan_for("bind", tmp_path / f"plan-{version}", {"adios2": str(host)})
         report = verify.check(BENCHIO, made, archer2_image)
-        assert not report.ok and any(refusal in p for p in report.problems), report.problems
+        assert not report.passed and any(refusal in p for p in report.problems), report.problems
         if version == "3.0":
             assert "Build the image against the host's ADIOS2 3.x" in " ".join(report.problems)

@@ -200,7 +200,7 @@ def test_the_images_programs_pass_verify_on_every_host(abi_image, hosts, tmp_pat
         made = standard_plan(host, tmp_path / name)
         for program in PROGRAMS:
             report = verify.check(program, made, abi_image)
-            assert report.ok, (name, program, report.problems)
+            assert report.passed, (name, program, report.problems)
             assert report.abi == "standard" and report.missing == []
             pick = report.picks["libmpi_abi.so.1"]
             assert pick["path"] == f"{plans.LINKS_DIR}/libmpi_abi.so.1"
@@ -211,14 +211,14 @@ def test_an_abi_mismatch_is_refused_both_ways(abi_image, hosts, tmp_path):
     mpich_abi_program = compile_probe(wheel, tmp_path / "mpich-abi-probe")
     standard = standard_plan(hosts["mpich"], tmp_path / "standard")
     report = verify.check(str(mpich_abi_program), standard)
-    assert not report.ok and "built for the MPICH ABI (libmpi.so.12)" in report.problems[0]
+    assert not report.passed and "built for the MPICH ABI (libmpi.so.12)" in report.problems[0]
     assert "bind without --abi standard" in report.problems[0]
     mpich_plan = plans.write(
         plans.make_plan(sites.get("local"), "bind", prefix=str(wheel.prefix), environ={}),
         tmp_path / "mpich",
     )
     report = verify.check(PROBE, mpich_plan, abi_image)
-    assert not report.ok and "built for the MPI-5 standard ABI" in report.problems[0]
+    assert not report.passed and "built for the MPI-5 standard ABI" in report.problems[0]
     assert "--abi standard" in report.problems[0]
 
 
@@ -243,19 +243,19 @@ def _fortran_program(tmp_path: Path, intel: abi_hosts.Host) -> Path:
 def test_a_fortran_program_needs_a_host_with_a_fortran_abi(hosts, tmp_path):
     program = str(_fortran_program(tmp_path, hosts["intel"]))
     report = verify.check(program, standard_plan(hosts["mpich"], tmp_path / "mpich"))
-    assert not report.ok
+    assert not report.passed
     assert any("has no Fortran ABI (libmpifort_abi.so.1" in p for p in report.problems)
     report = verify.check(program, standard_plan(hosts["intel"], tmp_path / "intel"))
-    assert report.ok, report.problems
+    assert report.passed, report.problems
 
 
 def test_a_host_library_without_pmpi_is_refused(abi_image, hosts, tmp_path):
     """As MPICH 5.0.0-5.0.1 built it: PMPI_Send not in libmpi_abi.so.1 (spoiled in a copy)."""
     made = spoiled_standard_plan(Path(hosts["mpich"].prefix), tmp_path, "PMPI_Send", "QMPI_Send")
     report = verify.check(PROBE, made, abi_image)
-    assert not report.ok
+    assert not report.passed
     assert any("lack the PMPI_* twins" in p and "PMPI_Send" in p for p in report.problems)
-    assert verify.check(PROBE, standard_plan(hosts["mpich"], tmp_path / "whole"), abi_image).ok
+    assert verify.check(PROBE, standard_plan(hosts["mpich"], tmp_path / "whole"), abi_image).passed
 
 
 def test_an_image_whose_glibc_is_older_than_open_mpis_is_refused(hosts, abi_image, tmp_path):
@@ -315,7 +315,8 @@ def test_the_image_runs_as_a_slurm_step_on_mpich(abi_image, hosts, tmp_path):
 
 
 def test_bench_abi_reports_the_matrix_with_the_same_netcdf_data(abi_image, tmp_path):
-    """`make local`'s record of this image when there is one (abi.recorded), else a run."""
+    """`make local`'s record of this image when there is one (abi.recorded: the files
+    compared again), else a run."""
     results = abi.recorded(image.inputs_key(NAME))
     if results is None:
         out = tmp_path / "abi"
@@ -329,7 +330,8 @@ def test_bench_abi_reports_the_matrix_with_the_same_netcdf_data(abi_image, tmp_p
     assert "| osu_latency |" in table and f"n={n}" in table and "the same data" in table
     rows = abi_report.compatibility({**results, "image": str(abi_image)}, tmp_path, None, ["C"])
     verdicts = {row["host"]: row["verdict"] for row in rows if row["language"] == "C"}
-    assert [verdicts[h.title] for h in map(abi_hosts.host, abi_hosts.NAMES)] == ["verify ok"] * 3
+    titles = [h.title for h in map(abi_hosts.host, abi_hosts.NAMES)]
+    assert [verdicts[t] for t in titles] == [abi_report.MODEL_OK] * 3
     refused = [v for h, v in verdicts.items() if "MPICH 3.4.3" in h or "4.0.2" in h]
     assert (
         refused

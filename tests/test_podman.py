@@ -75,7 +75,7 @@ def test_mpi_probe_on_two_ranks_loads_the_host_mpi_under_podman(host, image, pla
     plan, _ = plans[host]
     mpi, expected = HOSTS[host][0](), HOSTS[host][1]
     report = verify.check(helpers.BASE_PROBE, plan, image)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     argv = PODMAN.exec_args(plan, str(image), [helpers.BASE_PROBE])
     assert ["--device", cdi.device(plan)] == argv[argv.index("--device") :][:2]
     assert "--ipc=host" in argv and "--pid=host" in argv and "--preserve-fds=1" in argv
@@ -116,7 +116,7 @@ def test_verify_gives_the_same_verdict_under_podman_as_charliecloud(program, hos
     on_podman, on_ch = plans[host]
     by_podman = verify.check(program, on_podman, image, runtime_image=image)
     by_ch = verify.check(program, on_ch, image)
-    assert by_podman.ok == by_ch.ok
+    assert by_podman.passed == by_ch.passed
     assert by_podman.verdict == by_ch.verdict
     assert [p for p in by_podman.problems if "ld.so" not in p] == [
         p.replace(on_ch.directory, on_podman.directory) for p in by_ch.problems if "ld.so" not in p

@@ -70,7 +70,7 @@ def test_each_remedy_runs_it_on_the_host_mpi_under_charliecloud(how, foreign, tm
     made = plan_for(how, foreign, tmp_path)
     for program in (C_PROBE, FORTRAN):
         report = verify.check(program, made, foreign)
-        assert report.ok and report.remedy == how, report.problems
+        assert report.passed and report.remedy == how, report.problems
         assert report.picks["libmpi.so.12"]["path"].startswith(planner.LINKS_DIR)
         proc = run(made, foreign, [program])
         assert proc.returncode == 0, proc.stderr[-2000:]

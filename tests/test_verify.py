@@ -72,7 +72,7 @@ def test_mpich_base_read_from_the_library_without_running_it(library, version):
 def test_mpi4_program_refused_on_mpich_343_host_and_fails_as_predicted(image, plans):
     """The case of an MPICH-4 container on Cray MPICH 8.1 (ANL base 3.4a2)."""
     report = verify.check(f"{BIN}/mpi4", plans["mpich-3.4.3"], image)
-    assert not report.ok
+    assert not report.passed
     assert report.missing == ["MPI_Info_create_env", "MPI_Isendrecv"]
     assert report.image_mpi == "MPICH 5.0.2" and report.host_mpi == "MPICH 3.4.3"
     proc = run_in(plans["mpich-3.4.3"], image, f"{BIN}/mpi4", helpers.mpich("3.4.3"))
@@ -87,7 +87,7 @@ def test_host_mpi_needing_a_newer_glibc_is_refused_and_fails_as_predicted(image,
     plan = planner.write(planner.make_plan(sites.get("local"), view=view, environ={}), tmp_path)
     CHARLIECLOUD.prepare_image(plan, image)
     report = verify.check(f"{BIN}/mpi-probe", plan, image)
-    assert not report.ok and "GLIBC_2.38" in report.glibc_missing
+    assert not report.passed and "GLIBC_2.38" in report.glibc_missing
     assert f"need {', '.join(report.glibc_missing)} from the image's C library" in verdict.render(
         report
     )
@@ -127,13 +127,13 @@ def test_program_built_on_a_newer_mpich_refused_though_no_symbol_is_missing(
 def test_an_unknown_mpich_base_is_never_ok():
     report = verify.Report("/opt/app", image_mpi="", host_mpi="MPICH 4.0.2", host_base="4.0.2")
     verify._check_bases(report)
-    assert not report.ok and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
+    assert not report.passed and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
 
 
 @pytest.mark.parametrize("host", ["debian", "mpich-3.4.3"])
 def test_mpi3_program_accepted_and_really_loads_the_host_mpi(host, image, plans):
     report = verify.check(helpers.BASE_PROBE, plans[host], image)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     assert report.picks["libmpi.so.12"]["path"] == f"{planner.LINKS_DIR}/libmpi.so.12"
     assert report.picks["libmpi.so.12"]["rule"] == "LD_LIBRARY_PATH"
     assert report.runpath == [f"{helpers.BASE_PREFIX}/lib"] and not report.rpath
@@ -264,7 +264,7 @@ def test_fortran_mpi41_call_refused_on_debian_mpich_and_fails_as_predicted(image
 @needs_gfortran
 def test_fortran_mpi3_program_built_on_intel_runs_on_debian_mpich(image, plans):
     report = verify.check(f"{BIN}/mpi3f", plans["debian"], image)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     assert {"mpi_init_", "mpi_comm_rank_", "mpi_finalize_"} <= set(
         elf.read(image / BIN.lstrip("/") / "mpi3f").mpi_imports()
     )
@@ -282,7 +282,7 @@ def test_fortran_library_from_the_image_with_c_from_the_host_is_refused(image, p
     if not (image / BIN.lstrip("/") / "mpi3f").exists():
         pytest.skip("needs gfortran (Debian's mpich pulls it in)")
     report = verify.check(f"{BIN}/mpi3f", plans["mpich-3.4.3"], image)
-    assert not report.ok
+    assert not report.passed
     assert any("libmpifort.so.12" in p for p in report.problems), report.problems
 
 

@@ -104,7 +104,7 @@ def test_debian_fortran_programs_import_every_class(programs):
 @pytest.mark.parametrize("program", ["f77", "f08"])
 def test_fortran_program_accepted_on_a_host_with_all_of_it(program, programs, tmp_path):
     report = check(programs[program], host(tmp_path), tmp_path)
-    assert report.ok, report.problems
+    assert report.passed, report.problems
     proc = subprocess.run(
         ["mpiexec.mpich", "-n", "2", programs[program]], capture_output=True, text=True
     )

@@ -173,7 +173,7 @@ def test_an_image_mpi_library_of_another_spelling_is_mixed_mpi(app, tmp_path):
 
 def test_an_open_mpi_program_is_refused_saying_so(app, tmp_path):
     report = verify.check(f"{APP}/bin/open-mpi", plan_for(app, tmp_path), app)
-    assert not report.ok
+    assert not report.passed
     assert "Open MPI (libmpi.so.40)" in report.problems[0], report.problems
     assert "built for the MPICH ABI" not in report.problems[0]
 
@@ -183,7 +183,7 @@ def test_an_image_mpich_base_without_major_minor_is_never_compared(base):
     report = verify.Report("/opt/app", image_mpi=f"MPICH {base}", image_base=base,
                            host_mpi="MPICH 4.0.2", host_base="4.0.2")  # fmt: skip
     verify._check_bases(report)
-    assert not report.ok and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
+    assert not report.passed and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
 
 
 def climstack(*args):

@@ -28,17 +28,60 @@ class Report:
     families: dict[str, dict] = field(default_factory=dict)  # run.family_check's reports
     providers: dict[str, int] = field(default_factory=dict)  # file -> MPI symbols bound to it
     oracle: str = ""  # the image's own ld.so: agrees, disagrees, failed, not asked: why
+    #: the search rules the model followed: the image's own (ld.so, ld.so.cache) or why not
+    rules: str = ""
     unchecked: list[str] = field(default_factory=list)  # what could not be checked
     problems: list[str] = field(default_factory=list)
 
     @property
-    def ok(self) -> bool:
-        """Refused nothing and checked everything: the only way to print `ok`."""
+    def passed(self) -> bool:
+        """Climstack's model refused nothing and checked everything."""
         return not self.problems and not self.unchecked
 
     @property
+    def confirmed(self) -> bool:
+        """The image's own ld.so listed the same link map as the model."""
+        return self.oracle == ORACLE_AGREES
+
+    @property
+    def ok(self) -> bool:
+        """Passed and confirmed by the real loader: the only way to print a plain `ok`."""
+        return self.passed and self.confirmed
+
+    @property
+    def unconfirmed_why(self) -> str:
+        """Why the real loader did not confirm the map ('' when it did)."""
+        if self.confirmed:
+            return ""
+        asked = self.oracle.removeprefix("not asked").lstrip(" :(").rstrip(")")
+        return asked or "the image's own ld.so was not asked (verify with --image and --plan)"
+
+    @property
     def verdict(self) -> str:
-        return "refused" if self.problems else "not checked" if self.unchecked else "ok"
+        if self.problems:
+            return "refused"
+        if self.unchecked:
+            return "not checked"
+        return "ok" if self.confirmed else f"{MODEL_ALONE}: {self.unconfirmed_why}"
+
+    def refusal(self, model_only: bool = False) -> str:
+        """Why a caller about to run the program must not ('' when it may): what was
+        refused or not checked, or, unless `model_only` was asked for, that the real loader
+        did not confirm the verdict."""
+        if self.problems or self.unchecked:
+            return "; ".join(self.problems + [f"not checked: {u}" for u in self.unchecked])
+        if self.confirmed or model_only:
+            return ""
+        return (
+            f"{MODEL_ALONE}: {self.unconfirmed_why}; the real loader did not confirm the "
+            "link map (run where the plan's runtime is on PATH, or accept the model's "
+            "verdict with --model-only)"
+        )
+
+
+ORACLE_AGREES = "agrees"
+#: the verdict where every check passed but only climstack's model of ld.so says so
+MODEL_ALONE = "ok by the model alone"
 
 
 def render(report: Report) -> str:
@@ -84,6 +127,8 @@ def render(report: Report) -> str:
             )
     for path, count in report.providers.items():
         lines.append(f"  MPI symbols bound to {path}: {count}")
+    if report.rules:
+        lines.append(f"  search rules: {report.rules}")
     if report.oracle:
         lines.append(f"  the image's own ld.so: {report.oracle}")
     for problem in report.problems:

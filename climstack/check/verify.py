@@ -116,6 +116,9 @@ def check(
     if plan and runtime_image is not None:
         report.oracle, found = oracle.ask(plan, runtime_image, root, executable, planned_closure)
         report.problems += found
+    elif not report.oracle:
+        where = "the image's runtime was not given" if image else "no --image"
+        report.oracle = f"not asked: {where}, so no real ld.so listed the link map"
     return report
 
 

@@ -9,6 +9,7 @@ from climstack.check import parity, verdict, verify
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.jobs.slurm import Component, script
+from climstack.launch import sif_image
 
 
 def require_families(plan: Plan, wanted: dict) -> None:
@@ -23,20 +24,31 @@ def require_families(plan: Plan, wanted: dict) -> None:
         )
 
 
-def preflight(plan: Plan, image: Path, components: list[Component]) -> None:
+def preflight(
+    plan: Plan, image: Path, components: list[Component], model_only: bool = False
+) -> None:
     """In bind mode, every component's executable must load the host MPI and the host's
-    families (an image dir)."""
-    if plan.mode != "bind" or not image.is_dir():
+    families, and the image's own ld.so (under the plan's runtime) must confirm its link
+    map, unless `model_only` accepts climstack's model alone. A SIF is read unpacked."""
+    if plan.mode != "bind":
         return
-    for component in components:
-        report = verify.check(component.command[0], plan, image, runtime_image=image)
-        if not report.ok:
-            raise ClimstackError(
-                f"{component.command[0]} in {image} would not run on the host MPI:\n"
-                + verdict.render(report),
-                fix="rebuild it (RUNPATH, an MPICH no newer than the host's base), or "
-                "--no-verify to write the script anyway",
-            )
+    if not image.exists():
+        raise ClimstackError(
+            f"--image {image} does not exist",
+            fix="give the image directory or .sif the job runs (or --no-verify to write the "
+            "script without checking it)",
+        )
+    with sif_image.files(image) as tree:
+        for component in components:
+            report = verify.check(component.command[0], plan, tree, runtime_image=image)
+            if why := report.refusal(model_only):
+                raise ClimstackError(
+                    f"{component.command[0]} in {image} is not proven to run on the host "
+                    f"MPI: {why}\n" + verdict.render(report),
+                    fix="rebuild it (RUNPATH, an MPICH no newer than the host's base); "
+                    "--model-only to accept a verdict the image's ld.so did not confirm, or "
+                    "--no-verify to write the script anyway",
+                )
 
 
 def site_of(plan: Plan, asked: str | None, where: Path) -> sites.Site:
@@ -72,7 +84,7 @@ def register(commands) -> None:
             )
         require_families(plan, families.parse_with(args.with_families))
         if not args.no_verify:
-            preflight(plan, args.image, components)
+            preflight(plan, args.image, components, args.model_only)
         text = script(
             site_of(plan, args.site, args.plan),  # resolved once, here
             plan,
@@ -122,6 +134,12 @@ def register(commands) -> None:
         help="extra #SBATCH option, e.g. --account=n02",
     )
     sub.add_argument("--no-verify", action="store_true", help="skip the bind-mode preflight")
+    sub.add_argument(
+        "--model-only",
+        action="store_true",
+        help="accept a preflight verdict of climstack's loader model that the image's own "
+        "ld.so did not confirm (its runtime not on PATH here: load its module instead)",
+    )
     sub.add_argument(
         "--with",
         dest="with_families",

@@ -12,8 +12,15 @@ from climstack.bind import cdi
 from climstack.bind.plan import Plan
 from climstack.check.verdict import render
 from climstack.check.verify import check, loaded_mismatch, parse_probe, run_probe
-from climstack.errors import ClimstackError
+from climstack.errors import NEGATIVE, OK, UNCONFIRMED, ClimstackError
 from climstack.launch import sif_image
+
+
+def exit_status(report) -> int:
+    """0 only for an ok the image's own ld.so confirmed; 4 for the model's ok alone."""
+    if not report.passed:
+        return NEGATIVE
+    return OK if report.confirmed else UNCONFIRMED
 
 
 def register(commands) -> None:
@@ -39,7 +46,7 @@ def register(commands) -> None:
             report = check(args.executable, checked, tree, runtime_image=oracle)
             if args.image and (args.no_oracle or refused):
                 report.oracle = (
-                    f"not asked ({'--no-oracle' if args.no_oracle else 'spec refused'})"
+                    f"not asked: {'--no-oracle' if args.no_oracle else 'the spec was refused'}"
                 )
         report.problems[:0] = refused  # the spec's first: nothing runs under a spec refused
         print(json.dumps(asdict(report), indent=2) if args.json else render(report))
@@ -58,7 +65,7 @@ def register(commands) -> None:
             if mismatch := loaded_mismatch(plan, probe):
                 print(f"run: REFUSED: {mismatch}")
                 return 1
-        return 0 if report.ok else 1
+        return exit_status(report)
 
     sub = commands.add_parser(
         "verify",
@@ -86,7 +93,7 @@ def register(commands) -> None:
         "--no-oracle",
         action="store_true",
         help="do not ask the image's own ld.so (run under the plan's runtime) to confirm "
-        "the link map",
+        "the link map: the verdict is then `ok by the model alone` (exit 4) at best",
     )
     sub.add_argument(
         "--launcher",

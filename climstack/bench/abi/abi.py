@@ -137,9 +137,9 @@ def checked_probe(plan, host, image: Path) -> str:
     """The probe's output on the host, verified first (as `bench local` does), and refused
     unless the host's library answered: a run on the image's own MPI would compare nothing."""
     report = verify.check(PROBE, plan, image, runtime_image=image)
-    if not report.ok:
+    if why := report.refusal():
         raise ToolFailure(
-            f"verify refuses {PROBE} on {host.title}: {'; '.join(report.problems)}",
+            f"verify refuses {PROBE} on {host.title}: {why}",
             fix="see `climstack verify` (docs/mpi-abi.md)",
         )
     output = in_image(plan, host, image, [PROBE])
@@ -212,11 +212,11 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
                     ratios.setdefault((name, bench), []).append(ratio)
     written = {}
     for name, host in chosen.items():
-        run_dir = out / "netcdf" / name
+        written[name] = netcdf_file(out, name)
+        run_dir = written[name].parent
         run_dir.mkdir(parents=True, exist_ok=True)
         with progress.step(f"NetCDF-Bench in the image on {host.title}"):
             in_image(planned[name], host, image, [f"{VIEW}/bin/benchtool", *NETCDF_ARGS], run_dir)
-        written[name] = run_dir / "bench.nc"
         if not written[name].is_file():
             raise ToolFailure(
                 f"NetCDF-Bench in {image} on {host.title} wrote no {written[name]}",
@@ -242,10 +242,17 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
     return results
 
 
+def netcdf_file(out: Path, name: str) -> Path:
+    """The file NetCDF-Bench wrote on host `name` in a comparison's directory `out`."""
+    return out / "netcdf" / name / "bench.nc"
+
+
 def recorded(image_key: str) -> dict | None:
     """The newest `bench abi` record in the cache (bench/abi-*/abi.json) made on the image
-    of inputs `image_key` with every host, its model lane included; None if there is none.
-    The tests read `make local`'s instead of running the lane again."""
+    of inputs `image_key` with every host, its model lane included, whose outputs are kept
+    beside it; None if there is none. The tests read `make local`'s instead of running the
+    lane again. Its bit-for-bit verdicts are made again by this code from those outputs
+    (recompared), not read: the record's key covers the image's inputs, not this code."""
     for path in sorted((pins.cache_dir() / "bench").glob("abi-*/abi.json"), reverse=True):
         try:
             record = json.loads(path.read_text())
@@ -257,8 +264,31 @@ def recorded(image_key: str) -> dict | None:
             and set(record.get("hosts", {})) == set(abi_hosts.NAMES)
             and set(model) == set(abi_hosts.MODEL_HOSTS)
         ):
-            return {**record, "directory": str(path.parent)}
+            found = recompared(record, path.parent)
+            if found is not None:
+                return {**found, "directory": str(path.parent)}
     return None
+
+
+def recompared(record: dict, out: Path) -> dict | None:
+    """`record` (abi.json of a comparison in `out`) with NetCDF-Bench's comparisons and
+    MOM6's (across hosts, layouts) made again from the files the runs left; None when any
+    of them is gone. A file that does not read is a ToolFailure (bench.model.bitwise)."""
+    written = {name: netcdf_file(out, name) for name in record["hosts"]}
+    model = record["model"]
+    pairs = [*model.get("across_hosts", {}).values(), *filter(None, [model.get("layout")])]
+    runs = [Path(pair[k]) for pair in pairs for k in ("a", "b")]
+    if not all(f.is_file() for f in written.values()) or not all(r.is_dir() for r in runs):
+        return None
+
+    def again(pair: dict) -> dict:
+        return {**pair, **compared_runs(Path(pair["a"]), Path(pair["b"]))}
+
+    across = model.get("across_hosts", {})
+    model = {**model, "across_hosts": {pair: again(found) for pair, found in across.items()}}
+    if model.get("layout"):
+        model["layout"] = again(model["layout"])
+    return {**record, "netcdf": same_data(written), "model": model}
 
 
 def _probe_value(output: str, key: str) -> str:
@@ -288,3 +318,14 @@ def same_data(files: dict[str, Path]) -> dict:
             "differing_range": [min(ends), max(ends)] if ends else [],
         }
     return report
+
+
+def compared_runs(a: Path, b: Path) -> dict:
+    """Two runs' outputs compared bit for bit (bench.model.bitwise), as a record."""
+    comparison = bitwise.compare(a, b)
+    return {
+        "a": str(a),
+        "b": str(b),
+        "compared": len(comparison.compared),
+        "differences": [str(d) for d in comparison.differences],
+    }

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from climstack.bench.abi import abi, abi_hosts
-from climstack.bench.model import bitwise, cases
+from climstack.bench.model import cases
 from climstack.common import process, progress
 from climstack.errors import ToolFailure
 
@@ -139,26 +139,16 @@ def compare(image: Path, out: Path, planned: dict, repeats: int = 1, mpich_image
         first = running[0]
         reference = runs[first][0]
         for name in running[1:]:
-            record["across_hosts"][f"{first} vs {name}"] = compared_runs(reference, runs[name][0])
+            pair = f"{first} vs {name}"
+            record["across_hosts"][pair] = abi.compared_runs(reference, runs[name][0])
         host, plan = planned[first]
         other = out / "mom6" / f"{first}-layout-{LAYOUTS[1].replace(',', 'x')}"
         with progress.step(f"MOM6 with layout {LAYOUTS[1]} on {host.title}"):
             run_model(plan, host, image, other, LAYOUTS[1])
         record["layout"] = {"host": first, "layouts": list(LAYOUTS),
-                            **compared_runs(reference, other)}  # fmt: skip
+                            **abi.compared_runs(reference, other)}  # fmt: skip
     if mpich_image is not None:
         hosts_ = {name: host for name, (host, _) in planned.items()}
         for name, times in mpich_abi_runs(hosts_, mpich_image, out / "mpich-abi", repeats).items():
             hosts[name]["mpich_abi_main_loop_s"] = times
     return record
-
-
-def compared_runs(a: Path, b: Path) -> dict:
-    """Two runs' outputs compared bit for bit (bench.model.bitwise), as a record."""
-    comparison = bitwise.compare(a, b)
-    return {
-        "a": str(a),
-        "b": str(b),
-        "compared": len(comparison.compared),
-        "differences": [str(d) for d in comparison.differences],
-    }

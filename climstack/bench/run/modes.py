@@ -113,10 +113,8 @@ def container(
             raise LookupError(f"the image has no copy of {benchmark.argv[0]} without xpmem")
         # before it runs: refused, not crashed; the image's ld.so asked too
         report = verify.check(path, made, image_dir, runtime_image=target or image_dir)
-        if not report.ok:
-            raise LookupError(
-                f"verify refuses {path} under the {name} plan: " + "; ".join(report.problems)
-            )
+        if why := report.refusal():
+            raise LookupError(f"verify refuses {path} under the {name} plan: {why}")
         return path
 
     return Mode(name, runtime, wrap, locate, env)
