@@ -2,16 +2,20 @@
 mpi-probe in the probe image, launched on 2 ranks from outside the container as on a Cray,
 loads the host MPI in bind mode; the spec's mounts arrive read-only and its variables set;
 verify accepts and refuses the same programs as under Charliecloud, the image's own ld.so
-asked under podman. Every container is removed (`--rm`; checked at the end by label)."""
+asked under podman, in a container of the user's spec where `verify --cdi` judged one. Every
+container is removed (`--rm`; checked at the end by label)."""
 
 import shlex
 import shutil
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
+import yaml
 from conftest import tree
 
+from climstack import pins
 from climstack.bind import cdi
 from climstack.bind import plan as planner
 from climstack.check import verify
@@ -115,7 +119,7 @@ def test_verify_gives_the_same_verdict_under_podman_as_charliecloud(program, hos
     """The verdicts agree, and the image's own ld.so, asked under podman, agrees."""
     on_podman, on_ch = plans[host]
     by_podman = verify.check(program, on_podman, image, runtime_image=image)
-    by_ch = verify.check(program, on_ch, image)
+    by_ch = verify.check(program, on_ch, image, runtime_image=image)
     assert by_podman.passed == by_ch.passed
     assert by_podman.verdict == by_ch.verdict
     assert [p for p in by_podman.problems if "ld.so" not in p] == [
@@ -124,6 +128,39 @@ def test_verify_gives_the_same_verdict_under_podman_as_charliecloud(program, hos
     assert by_podman.oracle == "agrees", by_podman.problems
     if program == helpers.BASE_PROBE:
         assert by_podman.ok
+
+
+def test_the_oracle_runs_the_users_spec_under_podman(image, plans, tmp_path):
+    """`verify --cdi` on a podman plan asks the image's ld.so in a container of the user's
+    spec as written (YAML; mounts `ro,rbind`, where climstack's own add nosuid), not of one
+    regenerated from the plan: the file podman is given is the user's, byte for byte, and
+    a container of it has the user's mount options."""
+    plan, _ = plans["debian"]
+    spec = cdi.spec_of(plan)
+    for mount in spec["devices"][0]["containerEdits"]["mounts"]:
+        mount["options"] = ["ro", "rbind"]
+    users = tmp_path / "users.yaml"
+    users.write_text(yaml.safe_dump(spec))
+    proc = subprocess.run(
+        [pins.PROJECT_ROOT / "bin" / "climstack", "verify", helpers.BASE_PROBE, "--image", image,
+         "--plan", plan.directory, "--cdi", users],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the image's own ld.so: agrees" in proc.stdout and "\nverdict: ok\n" in proc.stdout
+    given = list((Path(plan.directory) / "cdi").glob("given-*/*"))
+    assert [g.read_bytes() for g in given] == [users.read_bytes()]
+    script = ["sh", "-c", "grep ' /opt/climstack/' /proc/self/mountinfo"]
+    options = {}
+    for name, runs in (("users", cdi.judge(plan, users)[1]), ("own", plan)):
+        out = subprocess.run(PODMAN.exec_args(runs, str(image), script), capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr
+        options[name] = {line.split()[4]: line.split()[5] for line in out.stdout.splitlines()}
+        assert set(options[name]) == {dst for _, dst in plan.binds}
+        assert all(o.split(",")[0] == "ro" for o in options[name].values())
+    assert not any("nosuid" in o.split(",") for o in options["users"].values()), options
+    assert all("nosuid" in o.split(",") for o in options["own"].values()), options
 
 
 def test_job_step_runs_the_same_command(plans, image):

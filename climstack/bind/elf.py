@@ -40,6 +40,9 @@ IMPLEMENTATION_FORTRAN = (
 )
 
 
+DF_1_NODEFLIB = 0x800  # elf.h
+
+
 @dataclass
 class Elf:
     path: Path
@@ -50,6 +53,7 @@ class Elf:
     rpath: list[str] = field(default_factory=list)
     runpath: list[str] = field(default_factory=list)
     interpreter: str = ""  # PT_INTERP: set for executables
+    nodeflib: bool = False  # DT_FLAGS_1 DF_1_NODEFLIB: no cache or default directories
     imports: set[str] = field(default_factory=set)  # undefined dynamic symbols
     exports: set[str] = field(default_factory=set)  # defined global/weak dynamic symbols
     objects: set[str] = field(default_factory=set)  # the exports that are data
@@ -116,6 +120,8 @@ def _dynamic(section: DynamicSection, info: Elf) -> None:
             info.rpath = [p for p in tag.rpath.split(":") if p]
         elif kind == "DT_RUNPATH":
             info.runpath = [p for p in tag.runpath.split(":") if p]
+        elif kind == "DT_FLAGS_1":
+            info.nodeflib = bool(tag.entry.d_val & DF_1_NODEFLIB)
 
 
 def _symbols(section, info: Elf) -> None:

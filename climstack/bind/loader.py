@@ -29,8 +29,8 @@ GLIBC = {
     "ld-linux-aarch64.so.1",
     "libBrokenLocale.so.1",
 }
-#: trusted directories of x86_64 glibc (after ld.so.cache / ld.so.conf)
-DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
+#: search_order's entry for ld.so's cache (a file, not a directory): glibc_rules.Rules.cached
+CACHE = "(ld.so.cache)"
 
 
 @dataclass
@@ -85,31 +85,26 @@ class Closure:
             )
 
 
-def expand(entry: str, origin: PurePosixPath) -> str:
-    """$ORIGIN, $LIB and $PLATFORM as ld.so expands them on x86_64."""
-    for token, value in (("ORIGIN", str(origin)), ("LIB", "lib64"), ("PLATFORM", "x86_64")):
-        entry = entry.replace("${" + token + "}", value).replace("$" + token, value)
-    return entry
-
-
 @dataclass(frozen=True)
 class Rules:
-    """How ld.so was started: `ld_library_path` (or --library-path); `inhibit`: the
-    program's own DT_RPATH *and* DT_RUNPATH ignored (`--inhibit-rpath ''`: glibc's
-    cache_rpath checks the list for both); `explicit`: run as `ld.so PROGRAM`, so $ORIGIN
-    of the program is the directory it was named in, not /proc/self/exe's."""
+    """How ld.so was started: `ld_library_path` (or --library-path), its entries as given
+    (an empty one is the working directory `cwd`); `inhibit`: the program's own DT_RPATH
+    *and* DT_RUNPATH ignored (`--inhibit-rpath ''`: glibc's cache_rpath checks the list
+    for both); `explicit`: run as `ld.so PROGRAM`, so $ORIGIN of the program is the
+    directory it was named in, not /proc/self/exe's."""
 
     ld_library_path: tuple[str, ...] = ()
     inhibit: bool = False
     explicit: bool = False
+    cwd: str = "/"
 
 
-def _rpath(obj: Library, root: Library, rules: Rules) -> list[str]:
+def _rpath(obj: Library, root: Library, rules: Rules, system) -> list[str]:
     """An object's own DT_RPATH as searched: none when it has DT_RUNPATH (glibc then drops
     DT_RPATH when it reads the dynamic section) or when it is inhibited."""
     if obj.info.runpath or (rules.inhibit and obj is root):
         return []
-    return [expand(d, obj.own_origin()) for d in obj.info.rpath]
+    return [system.expand(d, str(obj.own_origin())) for d in obj.info.rpath]
 
 
 def search_order(
@@ -117,36 +112,53 @@ def search_order(
 ) -> list[tuple[str, str, str]]:
     """(directory, rule, whose) in the order ld.so tries them for a DT_NEEDED of
     `requester` (glibc's _dl_map_object): without its own DT_RUNPATH, the DT_RPATH of it and
-    of every object up its chain of loaders to the program; LD_LIBRARY_PATH; its own
-    DT_RUNPATH; the cache (ld.so.conf); the default directories. `whose`: the object whose
-    DT_RPATH or DT_RUNPATH names the directory."""
+    of every object up its chain of loaders to the program; LD_LIBRARY_PATH ($ORIGIN: the
+    program's); its own DT_RUNPATH; the cache (CACHE: for a NODEFLIB requester, none of
+    its entries in a system directory); the system search path, unless the requester is
+    NODEFLIB. `whose`: the object whose
+    DT_RPATH or DT_RUNPATH names the directory. Each directory is tried with the image's
+    hwcaps subdirectories first (find)."""
+    system = view.glibc(root.info.machine)
     order: list[tuple[str, str, str]] = []
     if not requester.info.runpath:
         obj = requester
         while obj is not None:
-            order += [(d, "RPATH", str(obj.path)) for d in _rpath(obj, root, rules)]
+            order += [(d, "RPATH", str(obj.path)) for d in _rpath(obj, root, rules, system)]
             obj = obj.parent
-    order += [(d, "LD_LIBRARY_PATH", "") for d in rules.ld_library_path if d]
+    origin = str(root.own_origin())
+    order += [(system.expand(d, origin), "LD_LIBRARY_PATH", "") for d in rules.ld_library_path]
     if not (rules.inhibit and requester is root):
-        origin = requester.own_origin()
-        order += [
-            (expand(d, origin), "RUNPATH", str(requester.path)) for d in requester.info.runpath
-        ]
-    order += [(d, "ld.so.conf", "") for d in view.ld_so_conf()]
-    order += [(d, "default", "") for d in DEFAULT_DIRS]
+        mine, whose = str(requester.own_origin()), str(requester.path)
+        order += [(system.expand(d, mine), "RUNPATH", whose) for d in requester.info.runpath]
+    order.append((CACHE, "ld.so.cache", ""))  # a NODEFLIB requester: not its system dirs
+    if not requester.info.nodeflib:
+        order += [(d, "default", "") for d in system.system_dirs]
     return order
 
 
-def find(name: str, requester: Library, root: Library, rules: Rules, view: View) -> Library | None:
+def candidates(name: str, requester, root, rules: Rules, view: View):
+    """(path, rule, whose) of every file ld.so tries for `name`, in order."""
     if "/" in name:  # a DT_NEEDED with a slash is a path, no search
-        candidates = [(name, "path", "")]
-    else:
-        candidates = [
-            (f"{d.rstrip('/')}/{name}", rule, whose)
-            for d, rule, whose in search_order(requester, root, rules, view)
-        ]
-    for candidate, rule, whose in candidates:
-        found = view.resolve(candidate)
+        yield name, "path", ""
+        return
+    system = view.glibc(root.info.machine)
+    for directory, rule, whose in search_order(requester, root, rules, view):
+        if directory == CACHE:
+            if system.cache is not None:
+                path = system.cached(name)
+                if path and not (requester.info.nodeflib and system.in_system_dir(path)):
+                    yield path, rule, whose
+                continue
+            for conf in view.ld_so_conf():  # no cache read: what ldconfig would cache
+                yield f"{conf.rstrip('/')}/{name}", "ld.so.conf", ""
+            continue
+        for sub in system.subdirs:  # relative (an empty entry too): named so, found in cwd
+            yield os.path.join(directory, sub, name), rule, whose
+
+
+def find(name: str, requester: Library, root: Library, rules: Rules, view: View) -> Library | None:
+    for candidate, rule, whose in candidates(name, requester, root, rules, view):
+        found = view.resolve(os.path.join(rules.cwd, candidate))
         if not found or not found[1].is_file():
             continue
         info = elf.try_read(found[1])
@@ -199,6 +211,7 @@ def closure(
     main=None,
     inhibit: bool = False,
     explicit: bool = False,
+    cwd: str = "/",
 ) -> Closure:
     """The link map of `path` as ld.so builds it in `view`: breadth first, each DT_NEEDED
     searched by the rules of its requester (search_order), a name already loaded (as a
@@ -210,7 +223,9 @@ def closure(
     `explicit`: see Rules.
     """
     view = view or View()
-    rules = Rules(tuple(ld_library_path or ()), inhibit, explicit or inhibit or bool(preload))
+    entries = tuple(ld_library_path or ())
+    entries = entries if ":".join(entries) else ()  # an empty LD_LIBRARY_PATH is none
+    rules = Rules(entries, inhibit, explicit or inhibit or bool(preload), cwd)
     top = load(path, view)
     if main:
         top.info = main(top.info)
@@ -228,7 +243,10 @@ def closure(
     while queue:
         requester = queue.pop(0)
         for name in requester.info.needed:
-            if name in GLIBC:
+            if name in GLIBC:  # the image's own: only a NODEFLIB object can miss them
+                missed = requester.info.nodeflib and not find(name, requester, top, rules, view)
+                if missed and name not in result.skipped:
+                    result.missing.setdefault(name, []).append(str(requester.path))
                 result.skipped.add(name)
                 continue
             known = _loaded(result, name, names)

@@ -7,6 +7,7 @@ import glob
 import os
 from pathlib import Path, PurePosixPath
 
+from climstack.bind import glibc_rules
 from climstack.errors import ClimstackError
 
 MAX_HOPS = 40  # symlink hops, as the kernel allows
@@ -70,6 +71,17 @@ class View:
     def is_dir(self, path: str) -> bool:
         found = self.resolve(path)
         return bool(found) and found[1].is_dir()
+
+    def glibc(self, machine: str = "EM_X86_64") -> glibc_rules.Rules:
+        """The search rules of the view's own ld.so and ld.so.cache (glibc_rules)."""
+        interpreter = glibc_rules.INTERPRETERS.get(machine, "")
+        found = self.resolve(interpreter) if interpreter else None
+        if not found or not found[1].is_file():
+            return glibc_rules.of(
+                None, None, machine, f"no {interpreter or machine} in {self.root}"
+            )
+        cache = self.resolve("/etc/ld.so.cache")
+        return glibc_rules.of(found[1], cache[1] if cache else None, machine)
 
     def ld_so_conf(self) -> list[str]:
         """Directories of /etc/ld.so.conf and its `include` globs, in order (read once)."""

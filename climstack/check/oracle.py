@@ -49,8 +49,11 @@ def listing(text: str, errors: str = "") -> Listing:
 
 def modelled(closure: loader.Closure) -> dict[str, str | None]:
     """The model's answer in the listing's terms: name -> the path it was found at."""
-    found: dict[str, str | None] = {n: str(lib.path) for n, lib in closure.libraries.items()}
-    found.update(dict.fromkeys(closure.missing))
+    # a name one object did not find and a later one did: listed found, as ld.so's trace
+    found: dict[str, str | None] = dict.fromkeys(
+        n for n in closure.missing if n not in loader.GLIBC
+    )
+    found.update({n: str(lib.path) for n, lib in closure.libraries.items()})
     return found
 
 
@@ -63,8 +66,8 @@ def differences(closure: loader.Closure, listed: Listing, view: loader.View) -> 
         ours = f"{first} is the first library not found" if first else "every library is found"
         return [f"the model says {ours}, ld.so stops at {listed.stopped} (not found)"]
 
-    def real(path):
-        found = view.resolve(path) if path else None
+    def real(path):  # a relative path (an empty LD_LIBRARY_PATH entry's) as ld.so names it
+        found = view.resolve(path) if path and path.startswith("/") else None
         return str(found[0]) if found else path
 
     model, lines = modelled(closure), []

@@ -36,10 +36,9 @@ def register(commands) -> None:
             )
         if args.cdi and not plan:
             raise ClimstackError("--cdi needs --plan", fix="give the plan the spec was made of")
-        spec = cdi.load(args.cdi) if args.cdi else None
-        refused = cdi.refusals(plan, spec, args.cdi) if spec else []
-        # what a runtime applying the spec would run (a refused one: the plan, for the report)
-        checked = cdi.applied(plan, spec) if spec and not refused else plan
+        # what a runtime applying the spec would run, as the reference cdi resolves it (a
+        # refused one: the plan, for the report); under podman the oracle runs that spec
+        refused, checked = cdi.judge(plan, args.cdi) if args.cdi else ([], plan)
         # a spec refused: nothing runs, not even the image's ld.so
         oracle = args.image if args.image and not (args.no_oracle or refused) else None
         with sif_image.files(args.image) if args.image else nullcontext() as tree:
@@ -53,7 +52,7 @@ def register(commands) -> None:
         if refused:
             return 1
         if args.run_probe:
-            proc = run_probe(plan, args.image, args.executable, shlex.split(args.launcher))
+            proc = run_probe(checked, args.image, args.executable, shlex.split(args.launcher))
             probe = parse_probe(proc.stdout)
             print(
                 f"run: exit {proc.returncode}; library: {probe.get('library', '?')}; "
@@ -62,7 +61,7 @@ def register(commands) -> None:
             if proc.returncode:
                 print(proc.stderr.strip()[-2000:], file=sys.stderr)
                 return 1
-            if mismatch := loaded_mismatch(plan, probe):
+            if mismatch := loaded_mismatch(checked, probe):
                 print(f"run: REFUSED: {mismatch}")
                 return 1
         return exit_status(report)
@@ -79,8 +78,9 @@ def register(commands) -> None:
         "--cdi",
         type=Path,
         metavar="SPEC",
-        help="a CDI spec (file or spec directory) that is to carry the plan: refused, before "
-        "anything runs, unless it is the plan's (its device, mounts and variables)",
+        help="a CDI spec (file or spec directory) that is to carry the plan: what the reference "
+        "cdi applies for the plan's device (top-level edits too) is compared with the plan, "
+        "before anything runs; hooks, writable mounts, other variables and preloads are refused",
     )
     sub.add_argument("--json", action="store_true")
     sub.add_argument(

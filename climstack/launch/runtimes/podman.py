@@ -1,10 +1,11 @@
 """podman (rootful, >= 4.1) with the plan as a CDI spec (climstack.bind.cdi): `podman run
 --device climstack.org/mpi=<site>` applies its mounts (read-only), variables and device nodes.
-The spec stays in the plan's own spec directory: `--cdi-spec-dir` where podman has it (>= 4.7),
-else bound over /var/run/cdi in a private mount namespace (podman 4.3 reads only /etc/cdi and
-/var/run/cdi). Each rank runs in its own container, with the host's IPC, PID and network
-namespaces (shared memory between ranks, as podman-hpc's MPI modules), the launcher's
-variables, and Hydra's or Slurm's PMI socket (PMI_FD) passed as fd 3.
+A user's spec that `verify --cdi` accepted runs as written (the oracle's variable beside it,
+as `--env`). The spec stays in a spec directory of the plan's: `--cdi-spec-dir` where podman
+has it (>= 4.7), else bound over /var/run/cdi in a private mount namespace (podman 4.3 reads
+only /etc/cdi and /var/run/cdi). Each rank runs in its own container, with the host's IPC,
+PID and network namespaces (shared memory between ranks, as podman-hpc's MPI modules), the
+launcher's variables, and Hydra's or Slurm's PMI socket (PMI_FD) passed as fd 3.
 
 What a host needs beyond the defaults is found by trying (`settings`, once per image): a
 runtime without cgroup v1 support (crun's "cgroups in hybrid mode") falls back to runc, a
@@ -152,8 +153,9 @@ class Podman(Runtime):
 
     def _parts(self, plan, image: str, cwd: str | None) -> tuple[list[str], list[str]]:
         """(the command up to the image's options, the image's options): the spec directory
-        written (if absent), the wrappers, podman's options."""
-        directory = cdi.spec_dir(plan)
+        written (if absent; a user's spec judged by `verify --cdi`: that file as it is, the
+        plan's other variables beside it), the wrappers, podman's options."""
+        directory, extra = cdi.runtime_spec(plan)
         found = self.settings(image)
         wrapper = ["sh", "-c", RANK, "climstack-rank"]
         podman = [PROGRAM, *found.global_args]
@@ -165,6 +167,7 @@ class Podman(Runtime):
         run = [*podman, "run", "--rm", "--network=host", "--ipc=host", "--pid=host"]
         run += [*found.run_args, "--preserve-fds=1", f"--label={LABEL}={plan.directory}"]
         run += [f"--env={pattern}" for pattern in LAUNCHER_ENV]
+        run += [f"--env={key}={value}" for key, value in sorted(extra.items())]
         run += ["--device", cdi.device(plan)]
         if cwd:  # where the program starts, and writes: writable, at its own path
             run += [f"--volume={cwd}:{cwd}", f"--workdir={cwd}"]

@@ -1,0 +1,132 @@
+"""The search rules of a file system's own glibc, asked of its own programs rather than
+assumed: its ld.so prints, in one `LD_DEBUG=libs` listing, the system search path, the
+subdirectories it tries under every directory (glibc-hwcaps, and before glibc 2.37 the
+legacy ones: tls, the platform, hwcap names) and what $LIB and $PLATFORM expand to; its
+ldconfig reads its /etc/ld.so.cache (`ldconfig -p -C FILE`). Both run here, on this host's
+kernel and CPU, as the image's ld.so would in a container. Where the ld.so cannot run here
+(none, another architecture), the model's defaults stand in and `Rules.source` says so.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+#: the ELF interpreter of each machine, as PT_INTERP names it
+INTERPRETERS = {
+    "EM_X86_64": "/lib64/ld-linux-x86-64.so.2",
+    "EM_AARCH64": "/lib/ld-linux-aarch64.so.1",
+}
+#: ldconfig's flag of each machine's libraries in `ldconfig -p` ("libc6,x86-64")
+CACHE_FLAGS = {"EM_X86_64": "x86-64", "EM_AARCH64": "AArch64"}
+#: the defaults when no ld.so can be asked: x86_64 RHEL's trusted directories, the cache
+#: modelled as a scan of ld.so.conf's directories (what ldconfig would have cached)
+DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
+#: the directory whose expansion tells $LIB, $PLATFORM and the subdirectories
+MARKED = "/@climstack-lib/$LIB/@climstack-platform/$PLATFORM/@climstack-end"
+EXPANDED = re.compile(r"^/@climstack-lib/(.+)/@climstack-platform/(.+)/@climstack-end$")
+SEARCH = re.compile(r"search path=(?P<dirs>.*?)\s+\((?P<why>[^)]+)\)\s*$")
+CACHED = re.compile(r"^\s+(?P<name>\S+) \((?P<flags>[^)]*)\) => (?P<path>\S+)$")
+HWCAP = re.compile(r'hwcap: "([^"]+)"')
+
+
+@dataclass(frozen=True)
+class Rules:
+    system_dirs: tuple[str, ...] = DEFAULT_DIRS
+    subdirs: tuple[str, ...] = ("",)  # tried under every directory, in order; "" itself
+    lib: str = "lib64"
+    platform: str = "x86_64"
+    #: name -> [(glibc-hwcaps subdirectory or "", path)]; None: no cache read (modelled)
+    cache: dict[str, list[tuple[str, str]]] | None = field(default=None, hash=False)
+    source: str = "climstack's defaults"
+
+    def cached(self, name: str) -> str | None:
+        """The path ld.so takes from its cache for `name`: the entry of the first
+        supported glibc-hwcaps subdirectory, else the plain one."""
+        entries = (self.cache or {}).get(name, [])
+        for sub in self.subdirs:
+            for hwcap, path in entries:
+                if f"glibc-hwcaps/{hwcap}" == sub if hwcap else not sub:
+                    return path
+        return None
+
+    def in_system_dir(self, path: str) -> bool:
+        """Is `path` under the system search path (what NODEFLIB forbids, cached or not)?"""
+        return any(path.startswith(d.rstrip("/") + "/") for d in self.system_dirs)
+
+    def expand(self, entry: str, origin: str) -> str:
+        """$ORIGIN, $LIB and $PLATFORM (and their ${...} forms) as this ld.so expands them."""
+        for token, value in (("ORIGIN", origin), ("LIB", self.lib), ("PLATFORM", self.platform)):
+            entry = entry.replace("${" + token + "}", value).replace("$" + token, value)
+        return entry
+
+
+def of(host_ldso: Path | None, host_cache: Path | None, machine: str, why: str = "") -> Rules:
+    """The rules of the ld.so at `host_ldso` (a file on this host, inside an image) and the
+    cache at `host_cache` (None: the image has none); the defaults, saying why, where it
+    cannot be asked."""
+    if host_ldso is None:
+        return Rules(source=f"climstack's defaults: {why or 'no ld.so'}")
+    stat = host_ldso.stat()
+    cache_key = _stat(host_cache)
+    return _asked(host_ldso, (stat.st_mtime_ns, stat.st_size), host_cache, cache_key, machine)
+
+
+def _stat(path: Path | None):
+    try:
+        found = path.stat() if path else None
+    except OSError:
+        return None
+    return (found.st_mtime_ns, found.st_size) if found else None
+
+
+@lru_cache(maxsize=64)
+def _asked(ldso: Path, _key, cache: Path | None, cache_key, machine: str) -> Rules:
+    try:
+        listing = subprocess.run(
+            [str(ldso), "--library-path", MARKED, "--preload", "libclimstack-probe.so",
+             "--list", str(ldso)],
+            capture_output=True, text=True, timeout=30,
+            env={"LD_DEBUG": "libs", "PATH": os.defpath},
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return Rules(source=f"climstack's defaults: {ldso} does not run here ({err})")
+    paths = {
+        m["why"]: m["dirs"].split(":")
+        for m in map(SEARCH.search, listing.stderr.splitlines())
+        if m
+    }
+    marked = paths.get("--library-path") or []
+    expanded = EXPANDED.match(marked[-1]) if marked else None
+    if not expanded or "system search path" not in paths:
+        return Rules(source=f"climstack's defaults: {ldso} printed no search path")
+    base = marked[-1]
+    subdirs = tuple(d[len(base) + 1 :] if d != base else "" for d in marked)
+    system = paths["system search path"]
+    dirs = tuple(system[i + len(subdirs) - 1] for i in range(0, len(system), len(subdirs)))
+    return Rules(
+        dirs, subdirs, expanded[1], expanded[2], _cache(cache, machine),
+        f"the image's own ld.so ({ldso.name}) and ld.so.cache",
+    )  # fmt: skip
+
+
+def _cache(cache: Path | None, machine: str) -> dict[str, list[tuple[str, str]]]:
+    """`ldconfig -p -C FILE`'s entries of this machine's libraries; none without a cache."""
+    if cache is None or not cache.is_file():
+        return {}
+    ldconfig = shutil.which("ldconfig") or shutil.which("ldconfig", path="/sbin:/usr/sbin")
+    listed = subprocess.run(
+        [ldconfig, "-p", "-C", str(cache)], capture_output=True, text=True, timeout=30
+    )
+    flag = CACHE_FLAGS.get(machine, "")
+    entries: dict[str, list[tuple[str, str]]] = {}
+    for match in map(CACHED.match, listed.stdout.splitlines()):
+        if match and flag in match["flags"] and "hwcap: 0x" not in match["flags"]:
+            hwcap = HWCAP.search(match["flags"])
+            entries.setdefault(match["name"], []).append(
+                (hwcap[1] if hwcap else "", match["path"])
+            )
+    return entries
