@@ -74,6 +74,7 @@ def check(
 
     report = Report(executable, remedy=plan.rpath_remedy if plan else "")
     top = _read_executable(report, executable, plain)
+    report.rules = plain.glibc(top.info.machine).source
     libc = loader.find_one("libc.so.6", top, plain)
     glibc = remedy.glibc_of(libc.info if libc else None)
     report.glibc = ".".join(map(str, glibc)) if glibc else ""
