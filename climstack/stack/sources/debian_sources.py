@@ -1,6 +1,6 @@
 """Debian source packages through apt: the files a source mirror is filled from.
 
-apt runs with its own state under cache_dir()/debian-src (no root, /etc/apt untouched);
+apt runs with its own state under cache_dir()/debian-src/SUITES (no root, /etc/apt untouched);
 the deb-src entries are derived from the host's own `deb` entries (same mirror and keys).
 Debian's Sources indexes list each file's sha256, so matching a Spack recipe's checksum
 needs no download (climstack.stack.sources.source_mirror does the matching). Indexes and deb822
@@ -29,7 +29,10 @@ class DebianSources:
     """apt with private state, reading deb-src indexes for the host's Debian mirror."""
 
     def __init__(self, root: Path | None = None, suites: tuple[str, ...] = ()):
-        self.root = root or cache_dir() / "debian-src"
+        # one apt state per set of extra suites: side by side (`make local`'s three builds),
+        # one instance's sources would otherwise overwrite another's between its update and
+        # its `apt-get source` (a trixie version then not found)
+        self.root = root or cache_dir() / "debian-src" / ("+".join(suites) or "host")
         self.extra_suites = suites
         self.sources_file = self.root / "sources.list.d" / "climstack-deb-src.sources"
 
