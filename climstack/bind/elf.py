@@ -13,7 +13,7 @@ from pathlib import Path
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
+from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
 
 from climstack.errors import ClimstackError
 
@@ -59,6 +59,17 @@ class Elf:
     objects: set[str] = field(default_factory=set)  # the exports that are data
     version_needs: dict[str, set[str]] = field(default_factory=dict)  # file -> {GLIBC_2.34,...}
     version_defs: set[str] = field(default_factory=set)
+    import_versions: dict[str, str] = field(default_factory=dict)  # symbol -> version needed
+    export_versions: dict[str, set[str]] = field(default_factory=dict)  # symbol -> versions
+
+    def defines(self, symbol: str, version: str = "") -> bool:
+        """Does it define `symbol` for an import of `version` ('' unversioned)? As ld.so's
+        check_match binds: a versioned import to a definition of that version, or to a
+        global one (no version of its own, or an object without version information)."""
+        if symbol not in self.exports:
+            return False
+        versions = self.export_versions.get(symbol)
+        return not (version and versions) or version in versions
 
     def mpi_imports(self) -> set[str]:
         """The MPI symbols it needs from an MPI library: the undefined ones, and in an
@@ -92,6 +103,8 @@ def _read_cached(path: Path, mtime_ns: int, size: int) -> Elf:
     with open(path, "rb") as stream:
         elf = ELFFile(stream)
         info = Elf(path=path, machine=elf["e_machine"], elfclass=elf.elfclass)
+        dynsym = versym = None
+        names: dict[int, str] = {}  # version index -> version name
         for segment in elf.iter_segments():
             if segment["p_type"] == "PT_INTERP":
                 info.interpreter = segment.get_interp_name()
@@ -100,13 +113,37 @@ def _read_cached(path: Path, mtime_ns: int, size: int) -> Elf:
                 _dynamic(section, info)
             elif section.name == ".dynsym":
                 _symbols(section, info)
+                dynsym = section
             elif isinstance(section, GNUVerNeedSection):
                 for needed, aux in section.iter_versions():
-                    info.version_needs[needed.name] = {a.name for a in aux}
+                    auxes = list(aux)
+                    info.version_needs[needed.name] = {a.name for a in auxes}
+                    names.update((a["vna_other"], a.name) for a in auxes)
             elif isinstance(section, GNUVerDefSection):
-                for _, aux in section.iter_versions():
-                    info.version_defs.update(a.name for a in aux)
+                for verdef, aux in section.iter_versions():
+                    auxes = list(aux)
+                    info.version_defs.update(a.name for a in auxes)
+                    if not verdef["vd_flags"] & 1:  # VER_FLG_BASE: the file's own, global
+                        names[verdef["vd_ndx"]] = auxes[0].name
+            elif isinstance(section, GNUVerSymSection):
+                versym = section
+        if versym is not None and dynsym is not None:
+            _symbol_versions(dynsym, versym, names, info)
         return info
+
+
+def _symbol_versions(dynsym, versym, names: dict, info: Elf) -> None:
+    """Each import's required version and each export's versions (.gnu.version's index
+    of a symbol, named by .gnu.version_r or .gnu.version_d; bit 15: hidden)."""
+    for index, symbol in enumerate(dynsym.iter_symbols()):
+        ndx = versym.get_symbol(index).entry["ndx"]
+        name = names.get(ndx & 0x7FFF) if isinstance(ndx, int) else None
+        if not name or not symbol.name:
+            continue
+        if symbol.name in info.imports and symbol["st_shndx"] == "SHN_UNDEF":
+            info.import_versions[symbol.name] = name
+        elif symbol.name in info.exports:
+            info.export_versions.setdefault(symbol.name, set()).add(name)
 
 
 def _dynamic(section: DynamicSection, info: Elf) -> None:

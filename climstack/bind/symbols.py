@@ -2,7 +2,8 @@
 
 ld.so looks every symbol up in the global scope: the link map in load order (the program,
 the preloads, then the libraries breadth first), and the first object that defines it wins,
-whoever asks. An executable's copies of library data (copy relocations: `mpipriv1_`,
+whoever asks, provided its definition is of the version the import names (if any). An
+executable's copies of library data (copy relocations: `mpipriv1_`,
 `MPIR_F08_MPI_IN_PLACE`) are filled from the first *other* object that defines them.
 """
 
@@ -30,8 +31,9 @@ def bindings(closure: Closure, wanted: Callable[[str], bool]) -> dict[str, Bindi
                 continue
             if symbol not in found:
                 skip = closure.root if symbol in copies else None
+                version = obj.info.import_versions.get(symbol, "")
                 provider = next(
-                    (o for o in scope if o is not skip and symbol in o.info.exports), None
+                    (o for o in scope if o is not skip and o.info.defines(symbol, version)), None
                 )
                 found[symbol] = Binding(symbol, provider)
             found[symbol].importers.append(obj)
