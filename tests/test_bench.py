@@ -121,6 +121,7 @@ def test_csv_matches_json_and_the_tidy_columns(local_run):
     assert list(rows[0]) == COLUMNS == [
         "benchmark", "operation", "bytes", "ranks", "nodes", "mode", "runtime", "site",
         "metric", "value", "unit", "repeat", "host", "job", "start", "order", "resolution",
+        "hung",
     ]  # fmt: skip
     assert len(rows) == len(data["records"])
     assert float(rows[0]["value"]) == data["records"][0]["value"]

@@ -1,12 +1,26 @@
 """A benchmark run that hangs is stopped at its timeout and run again, HANG_ATTEMPTS times
-in all; the header says how many attempts were stopped. A hang at every attempt is the
-run's failure. Real processes, 2 s timeouts."""
+in all; the header says how many attempts were stopped and which was timed, the retry runs
+in the run's place in the rotated order, and the report's cells (report.md, summary.json)
+name it. A hang at every attempt is the run's failure. Under podman, the hung attempt's
+container and its conmon are gone before the retry starts. Real processes, 2 s timeouts;
+a real podman container (a rootfs of dash and coreutils), 8 s."""
 
+import functools
+import json
+import os
+import shutil
 import subprocess
+from dataclasses import replace
+from pathlib import Path
 
-from climstack.bench.results import headers
-from climstack.bench.run import runner
+import pytest
+
+from climstack.bench.report import headline
+from climstack.bench.report import report as bench_report
+from climstack.bench.results import collect, headers
+from climstack.bench.run import leftovers, runner
 from climstack.bench.run.modes import Mode
+from climstack.launch.runtimes import podman
 
 #: hangs on its first start in a directory, prints a result on the next
 HANGS_ONCE = 'if [ -e started ]; then echo "# result 1.0"; else touch started; sleep 60; fi'
@@ -34,6 +48,7 @@ def test_a_run_that_hangs_once_runs_again_and_its_header_says_so(tmp_path):
     text = runner.run_one(runner.LOCAL[0], shell_mode(HANGS_ONCE), tmp_path, 2, 2, given)
     assert text == "# result 1.0\n"
     assert given["hung"].startswith(f"1 of {runner.HANG_ATTEMPTS} attempts: ")
+    assert given["attempt"] == 2  # the attempt whose output is kept
     assert "still running after 2 s" in given["hung"]
     parsed = headers.parse(headers.header(given))  # what the runner writes above the output
     assert parsed["hung"] == " ".join(given["hung"].split())
@@ -65,3 +80,127 @@ def test_osu_runs_count_as_hung_after_a_minute_the_others_after_the_batchs_timeo
     osu = [b for b in runner.LOCAL if b.family == "osu"]
     assert len(osu) == 7 and {b.hung_after for b in osu} == {runner.OSU_HUNG_AFTER}
     assert {b.hung_after for b in runner.LOCAL if b.family != "osu"} == {None}
+
+
+#: each mode's program: logs its start, bind's second run hangs once, then OSU's table
+IN_ORDER = (
+    "echo {mode} >> order; "
+    'if [ {mode} = bind ] && [ ! -e hung ] && [ "$(grep -c bind order)" -ge 2 ]; then '
+    "touch hung; sleep 60; fi; "
+    "printf '# OSU MPI Latency Test v7.4\\n# Size  Avg Latency(us)\\n1  1.{mode_digit}0\\n'"
+)
+
+
+def logging_mode(name: str, digit: int) -> Mode:
+    script = IN_ORDER.format(mode=name, mode_digit=digit)
+    return Mode(name, "none", lambda program, cwd=None: ["sh", "-c", script], lambda b: "unused")
+
+
+def test_a_retried_run_keeps_its_place_and_its_cells_say_so(tmp_path):
+    """Two repeats of native, bind and hybrid, the order rotated; bind's run of repeat 2
+    (first in its repeat) hangs once. Its retry runs at once, before the next run of the
+    order; its header says 1 attempt stopped, attempt 2 timed; report.md and summary.json
+    name it in bind's cell (not in hybrid's) and in the batch's line. Fails with the
+    header's `hung=` not read, or with the retry not run in place."""
+    benchmark = replace(runner.LOCAL[0], hung_after=2)
+    modes = [logging_mode(name, digit) for digit, name in enumerate(("native", "bind", "hybrid"))]
+    runner.run_all([benchmark], modes, tmp_path, repeats=2, ranks=2)
+    started = (runner.work_root(tmp_path) / benchmark.name / "order").read_text().split()
+    assert started == ["native", "bind", "hybrid", "bind", "bind", "hybrid", "native"]
+    raw = tmp_path / "raw" / f"{benchmark.name}.bind.r2.out"
+    header = headers.parse(raw.read_text().split("\n", 1)[0])
+    assert header["order"] == "1" and header["attempt"] == "2"
+    assert header["hung"].startswith(f"1 of {runner.HANG_ATTEMPTS} attempts: ")
+    assert not sleepers_left()
+
+    records, failures, problems = collect.read_paths([tmp_path / "raw"])
+    assert {(r.mode, r.repeat) for r in records if r.hung} == {("bind", 2)}
+    bench_report.write(records, failures, problems, tmp_path / "report")
+    retried = [{"mode": "bind", "repeat": 2, "hung": 1, "timed": 2}]
+    summary = json.loads((tmp_path / "report" / "summary.json").read_text())
+    cells = summary["rows"][0]["modes"]
+    assert cells["bind"]["retried"] == retried and cells["hybrid"]["retried"] == []
+    text = (tmp_path / "report" / "report.md").read_text()
+    named = "retried after a hang: bind r2 (1 attempt stopped, attempt 2 timed)"
+    (row,) = [line for line in text.splitlines() if line.startswith("| osu |")]
+    bind, hybrid = row.split(" | ")[4:6]
+    assert bind.endswith(named) and "retried" not in hybrid
+    assert "1 run retried after a hang, each at once in its place in the order" in text
+    assert headline.cell_text(headline.rows(records, failures)[0].cells["bind"]).endswith(named)
+
+
+# --- under podman: the hung attempt's container and conmon gone before the retry
+
+needs_podman = pytest.mark.skipif(
+    not all(map(shutil.which, ("podman", "runc", "pgrep"))) or os.geteuid() != 0,
+    reason="needs root, Debian's podman and runc (bin/setup installs them)",
+)
+#: the programs of the container's root file system, with the libraries they load
+ROOTFS_PROGRAMS = ("dash", "sleep", "true", "echo", "cat")
+#: in the container: hangs on its first start in /w, prints a result on the next
+IN_CONTAINER = (
+    'if [ -e /w/started ]; then echo "# result 1.0"; else echo > /w/started; sleep 60; fi'
+)
+#: on the host, before each attempt: for each earlier attempt's container (its --cidfile),
+#: whether it or its conmon is still there; then this attempt's `podman run`
+BEFORE_EACH = (
+    'for f in cid.*; do [ -e "$f" ] || continue; c=$(cat "$f"); '
+    "n=$(podman {globals} ps -aq --no-trunc --filter id=$c | wc -l); "
+    'echo "$f container:$n conmon:$(pgrep -fc "[c]onmon.*$c")" >> state; done; '
+    "exec podman {globals} run --rm {run} --label={label} --cidfile=cid.$(ls | grep -c '^cid[.]') "
+    '--volume="$PWD:/w" --rootfs {rootfs}:O sh -c "$0"'
+)
+
+
+@pytest.fixture(scope="module")
+def rootfs(tmp_path_factory) -> Path:
+    """A root file system of dash and a few coreutils, with their libraries."""
+    root = tmp_path_factory.mktemp("rootfs")
+    for name in ("bin", "dev", "proc", "sys", "tmp", "w"):
+        (root / name).mkdir()
+    for name in ROOTFS_PROGRAMS:
+        program = Path(shutil.which(name)).resolve()
+        shutil.copy(program, root / "bin" / name)
+        ldd = subprocess.run(["ldd", program], capture_output=True, text=True).stdout
+        for library in (w for w in ldd.split() if w.startswith("/")):
+            (root / library[1:]).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(library, root / library[1:])
+    (root / "bin" / "sh").symlink_to("dash")
+    return root
+
+
+def labelled(value: str) -> list[str]:
+    argv = ["podman", "ps", "-aq", "--filter", f"label={podman.LABEL}={value}"]
+    return subprocess.run(argv, capture_output=True, text=True).stdout.split()
+
+
+@needs_podman
+def test_after_a_timeout_under_podman_container_and_conmon_are_gone_before_the_retry(
+    tmp_path, rootfs
+):
+    """A real container whose first attempt hangs: killing the launch's process group
+    leaves its conmon and the container running; the mode's stop (leftovers.stop_podman,
+    by the plan's label) removes both, so at the retry's start neither is left, and the
+    retry's result is the run's. Fails with the stop taken out of again_if_hung."""
+    found = podman.settings(shutil.which("podman"), str(rootfs))
+    value = f"hang-test-{os.getpid()}-{tmp_path.name}"
+    script = BEFORE_EACH.format(
+        globals=" ".join(found.global_args), run=" ".join(found.run_args),
+        label=f"{podman.LABEL}={value}", rootfs=rootfs,
+    )  # fmt: skip
+    stop = functools.partial(leftovers.stop_podman, value, found.global_args)
+    mode = Mode(
+        "shell", "podman", lambda program, cwd=None: ["sh", "-c", script, IN_CONTAINER],
+        lambda b: "unused", stop=stop,
+    )  # fmt: skip
+    given = fields()
+    try:
+        text = runner.run_one(runner.LOCAL[0], mode, tmp_path, 2, 8, given)
+        state = (tmp_path / "state").read_text().splitlines()
+    finally:  # whatever happened, none of ours left
+        if left := labelled(value):
+            subprocess.run(["podman", *found.global_args, "rm", "-f", "-t", "0", *left])
+    assert text == "# result 1.0\n", text
+    assert given["hung"].startswith(f"1 of {runner.HANG_ATTEMPTS} attempts: ")
+    assert state == ["cid.0 container:0 conmon:0"]  # at the retry's start
+    assert not left and not sleepers_left()

@@ -10,10 +10,12 @@ kernel and CPU, as the image's ld.so would in a container. Where the ld.so canno
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+
+from climstack.common import process
+from climstack.errors import ClimstackError
 
 #: the ELF interpreter of each machine, as PT_INTERP names it
 INTERPRETERS = {
@@ -86,14 +88,15 @@ def _stat(path: Path | None):
 @lru_cache(maxsize=64)
 def _asked(ldso: Path, _key, cache: Path | None, cache_key, machine: str) -> Rules:
     try:
-        listing = subprocess.run(
-            [str(ldso), "--library-path", MARKED, "--preload", "libclimstack-probe.so",
-             "--list", str(ldso)],
-            capture_output=True, text=True, timeout=30,
+        listing = process.run(
+            [ldso, "--library-path", MARKED, "--preload", "libclimstack-probe.so", "--list", ldso],
+            f"{ldso} listing its search rules",
             env={"LD_DEBUG": "libs", "PATH": os.defpath},
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as err:
-        return Rules(source=f"climstack's defaults: {ldso} does not run here ({err})")
+            timeout=30,
+            check=False,
+        )
+    except ClimstackError as err:  # it cannot run here (another architecture), or hangs
+        return Rules(source=f"climstack's defaults: {ldso} does not run here ({err.message})")
     paths = {
         m["why"]: m["dirs"].split(":")
         for m in map(SEARCH.search, listing.stderr.splitlines())
@@ -118,9 +121,7 @@ def _cache(cache: Path | None, machine: str) -> dict[str, list[tuple[str, str]]]
     if cache is None or not cache.is_file():
         return {}
     ldconfig = shutil.which("ldconfig") or shutil.which("ldconfig", path="/sbin:/usr/sbin")
-    listed = subprocess.run(
-        [ldconfig, "-p", "-C", str(cache)], capture_output=True, text=True, timeout=30
-    )
+    listed = process.run([ldconfig, "-p", "-C", cache], f"ldconfig reading {cache}", timeout=30)
     flag = CACHE_FLAGS.get(machine, "")
     entries: dict[str, list[tuple[str, str]]] = {}
     for match in map(CACHED.match, listed.stdout.splitlines()):

@@ -2,7 +2,8 @@
 cell's per-repeat log ratios, centred (no effect: the A/A control's truth) or shifted by a
 known effect, drawn with replacement repeat after repeat; the rule applied as the run
 applies it; the share of trials whose final interval claims an effect (excludes 1) or
-says "within 2%". Compared with the same data at a fixed number of repeats (the cap)."""
+says "within 2%". Compared with the same data at a fixed number of repeats (the cap). Over a
+page's A/A cells, those rates bound how many may claim an effect (`most_claims`)."""
 
 import math
 
@@ -50,3 +51,13 @@ def rates(logs: list[float], rule: Rule, effect: float = 1.0, floor: float = 0.0
         found[f"claims{suffix}"] = float(np.mean((lo > 0) | (hi < 0)))
         found[f"within{suffix}"] = float(np.mean((lo >= band[1]) & (hi <= band[0])))
     return found
+
+
+def most_claims(rates: list[float], level: float = stats.CONFIDENCE) -> int:
+    """The A/A bound: the fewest claims k that cells claiming an effect with chances `rates`
+    (each cell's resampled rate, no effect there) stay within with probability `level`,
+    from the distribution of their count (Poisson binomial)."""
+    chances = np.array([1.0])  # of 0, 1, 2, ... claims
+    for p in rates:
+        chances = np.append(chances * (1 - p), 0) + np.append(0, chances * p)
+    return int(np.searchsorted(np.cumsum(chances), level - 1e-12))

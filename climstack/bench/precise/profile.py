@@ -3,14 +3,15 @@ modes, including its two controls; and its stopping rule's numbers."""
 
 from dataclasses import replace
 
+from climstack.bench.run import catalogue
 from climstack.bench.run.runner import LOCAL, OSU, Benchmark
 from climstack.errors import ClimstackError
 
 #: the modes: native, the three container models, and the two controls (catalogue rows)
-MODES = ("native", "bind", "hybrid", "fabric", "bind-slow5", "native-again")
-CONTROL, AA = "bind-slow5", "native-again"
+MODES = ("native", "bind", "hybrid", "fabric", catalogue.CONTROL, catalogue.AA)
+CONTROL, AA = catalogue.CONTROL, catalogue.AA
 #: the control's known effect: every clock its ranks read runs this much fast (slowdown.c)
-SLOWDOWN = 0.05
+SLOWDOWN = catalogue.SLOWDOWN
 
 
 def clock_share(mode: str) -> float:

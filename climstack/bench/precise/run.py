@@ -6,7 +6,6 @@ stopping rule (climstack.bench.precise.stopping) on its own headline after each 
 
 import functools
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,8 +26,7 @@ def _one(benchmark, mode, out: Path, ranks, libraries, fields, raw: Path) -> dic
     log.mkdir(parents=True, exist_ok=True)
     load = quiet.wait_until_quiet(WAIT_RUN_S)
     work = runner.work_dir(out, benchmark, mode.name, fields["repeat"])
-    fields = {**fields, **load.fields(),
-              "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    fields = {**fields, **load.fields(), "start": runner.now()}
     shimmed = shims.shimmed(mode, libraries, log, profile.clock_share(mode.name))
     text = runner.run_one(benchmark, shimmed, work, ranks, 900, fields)
     cpus = shims.read_affinity(log)
@@ -47,6 +45,12 @@ def _one(benchmark, mode, out: Path, ranks, libraries, fields, raw: Path) -> dic
 def _rows(out: Path, benchmark) -> list[headline.Row]:
     found = collect.read_paths(sorted((out / "raw").glob(f"{benchmark.name}.*.r*.out")))
     return headline.rows(found[0], found[1])
+
+
+def finished(out: Path, benchmarks, repeat: int, rule: stopping.Rule) -> list:
+    """The `benchmarks` that stop after `repeat` repeats: the stopping rule on the headline
+    of each one's runs so far in out/raw."""
+    return [b for b in benchmarks if stopping.stop(_rows(out, b), repeat, rule)]
 
 
 def run(benchmarks, modes: list[Mode], out: Path, ranks: int, rule: stopping.Rule) -> dict:
@@ -82,7 +86,7 @@ def run(benchmarks, modes: list[Mode], out: Path, ranks: int, rule: stopping.Rul
                 run_ = matrix.Run(benchmark.name, name, repeat, place)
                 one(benchmark, name, repeat, place, runner.raw_path(out, run_))
             repeats[benchmark.name] = repeat
-        done = [b for b in left if stopping.stop(_rows(out, b), repeat, rule)]
+        done = finished(out, left, repeat, rule)
         for b in done:
             _say(f"{b.name}: stops after {repeat} repeats")
         left = [b for b in left if b not in done]

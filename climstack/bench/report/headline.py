@@ -11,9 +11,9 @@ its interval. A mode faster at some sizes and slower at others says so in its ce
 rather than being averaged away."""
 
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from climstack.bench.report import stats
+from climstack.bench.report import retries, stats, verdicts
 from climstack.bench.results import formats
 from climstack.bench.run import catalogue
 from climstack.bench.results.records import (
@@ -41,6 +41,8 @@ EXPLAINED = (
     " never narrower than the outputs' printed digits allow (0.21 vs 0.21: 0.95-1.05)."
     f" `within {stats.WITHIN:.0%}`: the whole interval lies within 1 ± {stats.WITHIN:g};"
     " `N% slower/faster`: it excludes 1; else `inconclusive`."
+    + verdicts.EXPLAINED
+    + " A run that hung and was run again is named in its cells, with the attempt timed."
 )
 
 
@@ -62,6 +64,7 @@ class Cell:
     repeats: int = 0
     note: str = ""  # a model's: "bit-identical", or what differs from native
     effects: str = ""  # sizes whose intervals go opposite ways (stats.opposite)
+    retried: list = field(default_factory=list)  # its pairs' runs that hung (retries.of)
 
 
 @dataclass
@@ -70,6 +73,7 @@ class Row:
     ranks: list[int]
     sizes: list[int]  # the message or data sizes the ratio is over
     cells: dict[str, Cell]
+    control: Cell | None = None  # the control against bind, in a batch that ran it
 
 
 def group_of(r: Record) -> Group | None:
@@ -125,17 +129,34 @@ def repeat_ratios(records: list[Record], mode: str, baseline=BASELINE) -> dict[i
     return {repeat: stats.combined(ratios) for repeat, ratios in sorted(per_repeat.items())}
 
 
-def cell(records: list[Record], mode: str, baseline: str = BASELINE) -> Cell | None:
-    """`mode`'s headline cell over the records of one group, against `baseline` (the
-    precise profile's control is judged against bind); None if no pair."""
+def cell(
+    records: list[Record], mode: str, baseline: str = BASELINE, control: bool | None = None
+) -> Cell | None:
+    """`mode`'s headline cell over the records of one group, against `baseline`, its
+    verdict verdicts.judge's (`control`: whether the row's control was found; None: its
+    batch ran none); None if no pair."""
     per_repeat, per_size = _paired(records, mode, baseline)
     if not per_repeat:
         return None
     e = stats.estimate(stats.combined(ratios) for ratios in per_repeat.values())
     return Cell(
-        e.verdict, e.ratio, e.low, e.high, len(per_size), e.repeats,
+        verdicts.judge(e, control), e.ratio, e.low, e.high, len(per_size), e.repeats,
         effects=stats.opposite(per_size),
+        retried=retries.of(records, {mode, baseline}, per_repeat.keys()),
     )  # fmt: skip
+
+
+def control_cell(records: list[Record], failed: bool = False) -> Cell:
+    """The control's cell against bind in one group (verdicts.of_control: found or not),
+    or why it has none: it failed, or no pairs (no bind run of its repeats)."""
+    found = cell(records, catalogue.CONTROL, catalogue.CONTROL_OF)
+    if found is None:
+        ran = any(r.mode == catalogue.CONTROL for r in records)
+        return Cell("no pairs" if ran else "failed" if failed else "-")
+    found.verdict = verdicts.of_control(
+        stats.Estimate(found.ratio, found.low, found.high, found.repeats)
+    )
+    return found
 
 
 def bit_notes(checks: list[BitCheck]) -> dict[tuple, str]:
@@ -178,24 +199,30 @@ def rows(records: list[Record], failures: list[Failure], checks=()) -> list[Row]
     # benchmarks run (or tried) natively somewhere; the others have no row
     natively = {x.benchmark for x in [*records, *failures] if x.mode == BASELINE}
     groups = grouped(records)
+    gated = verdicts.ran_control([*records, *failures])
     seen = list(groups)  # within a benchmark and kind, the order the outputs print
     out = []
     for group in sorted(
         groups,
         key=lambda g: (g.batch, formats.rank(g.benchmark), g.benchmark, g.order, seen.index(g)),
     ):
-        mine, cells = groups[group], {}
+        mine, cells, control = groups[group], {}, None
         if group.benchmark not in natively:  # the I/O layers, in the image only: no ratio
             continue
+        if group.batch in gated:
+            key = (group.batch, group.benchmark, catalogue.CONTROL)
+            control = control_cell(mine, key in failed)
+        found = None if control is None else verdicts.caught(control)
         for mode in modes:
             key = (group.batch, group.benchmark, mode)
             if any(r.mode == mode for r in mine):
-                cells[mode] = cell(mine, mode) or Cell("no native")
+                gate = None if mode == catalogue.CONTROL else found
+                cells[mode] = cell(mine, mode, control=gate) or Cell("no native")
             else:
                 cells[mode] = Cell("failed" if key in failed else "-")
             cells[mode].note = notes.get(key, "")
         sizes = sorted({r.bytes for r in mine if r.bytes is not None})
-        out.append(Row(group, sorted({r.ranks for r in mine}), sizes, cells))
+        out.append(Row(group, sorted({r.ranks for r in mine}), sizes, cells, control))
     return out
 
 
@@ -215,7 +242,7 @@ def sizes_text(sizes: list[int]) -> str:
 
 
 def cell_text(c: Cell) -> str:
-    note = "".join(f"; {n}" for n in (c.effects, c.note) if n)
+    note = "".join(f"; {n}" for n in (c.effects, c.note, retries.text(c.retried)) if n)
     if c.ratio is None:
         return c.verdict + note
     e = stats.Estimate(c.ratio, c.low, c.high, c.repeats)
@@ -231,8 +258,10 @@ def table(headline: list[Row]) -> tuple[list[str], list[list[str]]]:
     of runs when there are several (they are never paired with each other)."""
     modes = list(headline[0].cells) if headline else []
     several = len(batches(headline)) > 1
+    controlled = any(row.control for row in headline)
     head = ["runs"] * several + ["benchmark", "operation", "ranks", "sizes"]
     head += [f"{m} / native" for m in modes]
+    head += [f"control / {catalogue.CONTROL_OF}"] * controlled
     body = [
         [batch_text(row.group.batch)] * several
         + [
@@ -242,9 +271,14 @@ def table(headline: list[Row]) -> tuple[list[str], list[list[str]]]:
             sizes_text(row.sizes),
         ]
         + [cell_text(row.cells[m]) for m in modes]
+        + [cell_text(row.control) if row.control else "-"] * controlled
         for row in headline
     ]
     return head, body
+
+
+def _control(c: Cell) -> dict:
+    return asdict(c) | {"against": catalogue.CONTROL_OF, "found": verdicts.caught(c)}
 
 
 def summary(headline: list[Row], failures: list[Failure], problems: list[Problem]) -> dict:
@@ -267,6 +301,7 @@ def summary(headline: list[Row], failures: list[Failure], problems: list[Problem
                 "sizes": row.sizes,
                 "modes": {mode: asdict(c) for mode, c in row.cells.items()},
             }
+            | ({"control": _control(row.control)} if row.control else {})
             for row in headline
         ],
         "failures": [

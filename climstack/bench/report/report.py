@@ -10,7 +10,7 @@ import statistics
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from climstack.bench.report import headline, page, seeds, stats
+from climstack.bench.report import headline, page, retries, seeds, stats, verdicts
 from climstack.bench.results import formats
 from climstack.bench.run import catalogue
 from climstack.bench.results.records import Failure, Problem, Record, batch_text
@@ -27,17 +27,30 @@ def _cell(values: list[float]) -> str:
     return f"{median:.4g} ({min(values):.4g}-{max(values):.4g})"
 
 
-def _ratio_cell(mine: dict, native: dict, metric: str) -> str:
-    ratios = stats.paired(mine, native, rate=metric in headline.HIGHER_IS_BETTER)
-    if not ratios:
-        return "-"
-    e = stats.estimate(ratios.values())
-    return f"{stats.interval_text(e)} {e.verdict}"
+def _estimate(mine: dict, native: dict, metric: str) -> stats.Estimate | None:
+    return stats.estimate(stats.paired(mine, native, metric in headline.HIGHER_IS_BETTER).values())
 
 
-def detail(records: list[Record]) -> tuple[list[str], list[list[str]]]:
-    """One benchmark's comparison table (records of one batch): head and rows."""
+def _ratio_cell(mine: dict, native: dict, metric: str, control: bool | None) -> str:
+    """The estimate at one size and its verdict (verdicts.judge: `control`, whether the
+    control was found at this size; None: the batch ran none)."""
+    e = _estimate(mine, native, metric)
+    return "-" if e is None else f"{stats.interval_text(e)} {verdicts.judge(e, control)}"
+
+
+def _control_found(by_mode: dict, metric: str, gated: bool) -> bool | None:
+    """Whether the control, against bind, was found at one size; None: not gated."""
+    if not gated:
+        return None
+    mine, bind = by_mode.get(catalogue.CONTROL, {}), by_mode.get(catalogue.CONTROL_OF, {})
+    return verdicts.caught(_estimate(mine, bind, metric))
+
+
+def detail(records: list[Record], gated: bool | None = None) -> tuple[list[str], list[list[str]]]:
+    """One benchmark's comparison table (records of one batch): head and rows; `gated`:
+    whether the batch ran the control (None: whether these records hold it)."""
     modes = catalogue.ordered({r.mode for r in records})
+    gated = catalogue.CONTROL in modes if gated is None else gated
     series = defaultdict(lambda: defaultdict(dict))  # key -> mode -> repeat -> record
     for r in records:
         series[(r.operation, r.bytes, r.ranks, r.metric, r.unit)][r.mode][r.repeat] = r
@@ -52,9 +65,13 @@ def detail(records: list[Record]) -> tuple[list[str], list[list[str]]]:
         row += [
             _cell([r.value for r in by_mode[m].values()]) if by_mode.get(m) else "-" for m in modes
         ]
-        native = by_mode.get(BASELINE, {})
+        native, found = by_mode.get(BASELINE, {}), _control_found(by_mode, metric, gated)
         row += [
-            _ratio_cell(by_mode[m], native, metric) if by_mode.get(m) else "-"
+            (
+                _ratio_cell(by_mode[m], native, metric, None if m == catalogue.CONTROL else found)
+                if by_mode.get(m)
+                else "-"
+            )
             for m in modes
             if m != BASELINE
         ]
@@ -70,11 +87,13 @@ def table(records: list[Record]) -> list[str]:
 def order_text(records: list[Record]) -> str:
     """How a batch's runs were ordered, as far as its headers say."""
     if records and all(r.order for r in records):
-        return "interleaved: each repeat ran every mode once, the mode order rotated per repeat"
-    return (
-        "repeat numbers from the headers or the file order; whether the runs were"
-        " interleaved is not recorded"
-    )
+        said = "interleaved: each repeat ran every mode once, the mode order rotated per repeat"
+    else:
+        said = (
+            "repeat numbers from the headers or the file order; whether the runs were"
+            " interleaved is not recorded"
+        )
+    return said + retries.batch_text(records)
 
 
 def _repeats(count: int) -> str:
@@ -166,6 +185,7 @@ def blocks(records, failures, problems, plots: dict[str, Path], checks=()) -> li
         ),
     ]
     present = {r.benchmark for r in records} | {f.benchmark for f in failures}
+    gated = verdicts.ran_control([*records, *failures])
     several = len(by_batch) > 1
     for benchmark in sorted(present, key=lambda b: (formats.rank(b), b)):
         out += [("h2", benchmark)]
@@ -173,7 +193,7 @@ def blocks(records, failures, problems, plots: dict[str, Path], checks=()) -> li
             mine = [r for r in mine if r.benchmark == benchmark]
             if mine:
                 out += [("p", f"Runs: {batch_text(batch)}")] if several else []
-                out += [("table", *detail(mine))]
+                out += [("table", *detail(mine, batch in gated))]
         failed = Counter((f.mode, f.reason) for f in failures if f.benchmark == benchmark)
         items = [
             f"**{mode}: failed**: {reason} ({_runs(runs)})"

@@ -31,6 +31,7 @@ from climstack.bench.results.headers import (
     KEYS,
     STRIPE,
     count,
+    hung,
     split_runs,
 )
 from climstack.bench.results.records import BitCheck, Failure, Problem, Record
@@ -163,6 +164,7 @@ def _read_run(path: Path, run: dict, body, problems: list, repeats: Counter) -> 
             start=run.get("start", ""),
             order=int(run.get("order") or 0),
             resolution=m.resolution,
+            hung=hung(run),
         )
         for m in found
     ]

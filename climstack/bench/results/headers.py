@@ -9,7 +9,9 @@ job scripts (`header`) and read by climstack.bench.results.collect (`parse`, `sp
 site, host and job name the batch of runs a record belongs to (only runs of one batch are
 paired); `order` is the run's place in its repeat's rotated mode order
 (climstack.bench.run.matrix); a `bitwise` line is a model run compared with native's, what
-differs in the lines below it.
+differs in the lines below it. A run that hung and was run again says `hung="1 of 3
+attempts: ..."` (how many attempts were stopped, how the last ended) and `attempt=2` (the
+attempt whose output follows: the one timed).
 """
 
 import re
@@ -73,3 +75,10 @@ def split_runs(lines: list[str]) -> list[tuple[dict, list[tuple[int, str]]]]:
 
 def count(text) -> int:
     return int(text) if str(text or "").isdigit() else 0
+
+
+def hung(context: dict) -> int:
+    """How many attempts of a run were stopped as hung: `hung="N of M attempts: ..."`'s N
+    (0: none; an older header without `attempt=` says the same)."""
+    first = str(context.get("hung", "")).split(" of ", 1)[0]
+    return int(first) if first.isdigit() else 0

@@ -30,6 +30,7 @@ class Record:
     start: str = ""
     order: int = 0
     resolution: float = 0.0  # the step of the value's last printed digit (0: not known)
+    hung: int = 0  # attempts of its run stopped as hung before the one timed (`hung=`)
 
     @property
     def batch(self) -> tuple[str, str, str]:

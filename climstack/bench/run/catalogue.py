@@ -131,6 +131,9 @@ ROWS = [
     ),
 ]
 BASELINE = "native"
+#: the precise profile's controls: bind with every clock 5% fast, judged against bind
+#: (the verdicts' gate, climstack.bench.report.verdicts), and native again (A/A)
+CONTROL, CONTROL_OF, SLOWDOWN, AA = "bind-slow5", "bind", 0.05, "native-again"
 
 
 def names(local: bool | None = None, centre: bool | None = None) -> list[str]:

@@ -10,7 +10,7 @@ program is verified under its mode's plan (`climstack verify`) before it runs.
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from climstack.bench.run import catalogue
+from climstack.bench.run import catalogue, leftovers
 from climstack.bind import loader, plan
 from climstack.check import verify
 from climstack.errors import ClimstackError
@@ -32,6 +32,7 @@ class Mode:
     locate: callable  # benchmark -> program path; LookupError(why) if this mode lacks it
     env: dict | None = None
     unavailable: str = ""  # why the mode cannot run at all (every run reports it)
+    stop: callable = None  # after a timeout: removes what the launch left (leftovers.py)
 
 
 def native(launcher: list[str], prefixes: dict[str, Path], name: str = "native") -> Mode:
@@ -117,4 +118,8 @@ def container(
             raise LookupError(f"verify refuses {path} under the {name} plan: {why}")
         return path
 
-    return Mode(name, runtime, wrap, locate, env)
+    def stop():  # after a timeout: podman's containers and conmon outlive the launch
+        global_args = chosen.settings(str(target or image_dir)).global_args
+        leftovers.stop_podman(str(made.directory), global_args)
+
+    return Mode(name, runtime, wrap, locate, env, stop=stop if chosen.name == "podman" else None)

@@ -176,7 +176,7 @@ def run_all(
         fields = {
             "benchmark": benchmark.family, "mode": run.mode, "ranks": ranks, "nodes": 1,
             "runtime": mode_of[run.mode].runtime, "site": batch.site, "host": batch.host,
-            "job": batch.job, "start": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "job": batch.job, "start": now(),
             "repeat": run.repeat, "order": run.order,
         }  # fmt: skip
         work = work_dir(out, benchmark, run.mode, run.repeat)
@@ -266,6 +266,7 @@ def run_one(benchmark, mode, work, ranks, timeout, fields) -> str:
                 process.run(argv, what, cwd=work, timeout=timeout, env=mode.env, check=False),
             ),
             fields,
+            mode.stop,
         )
     except ClimstackError as err:  # not found, or hung at every attempt
         return failed(err.message[:300])
@@ -290,23 +291,38 @@ def _run_case(benchmark, mode, program, work, timeout, fields, failed) -> str:
         )  # fmt: skip
 
     try:
-        again_if_hung(attempt, fields)
+        again_if_hung(attempt, fields, mode.stop)
     except ClimstackError as err:
         return failed(err.message.strip().splitlines()[0][:300])
     return (work / cases.STDOUT).read_text()
 
 
-def again_if_hung(attempt, fields: dict):
+def again_if_hung(attempt, fields: dict, stop=None):
     """`attempt()`, run again while it hangs (process.TimedOut), HANG_ATTEMPTS times in
     all: a hang of the runtime or of a host MPI's teardown (OSU_HUNG_AFTER) costs one
-    timeout, not the batch. `fields["hung"]` and stderr say how many attempts were stopped
-    and how the last ended; the last attempt's hang is the run's failure."""
+    timeout, not the batch. After each hang `stop()` (a mode's: podman's containers and
+    conmon, which outlive the killed process group) removes what it left; the next attempt
+    starts at once, so the run keeps its place in the rotated order (the next run of the
+    matrix waits for it). `fields["hung"]` and stderr
+    say how many attempts were stopped and how the last ended, `fields["attempt"]` which
+    attempt's output is kept (the one timed) and `fields["start"]` when it started; the
+    last attempt's hang is the run's failure."""
     for tried in range(1, HANG_ATTEMPTS + 1):
         try:
-            return attempt()
+            result = attempt()
         except process.TimedOut as hung:
             fields["hung"] = f"{tried} of {HANG_ATTEMPTS} attempts: {hung.message}"
+            if stop:
+                stop()
             if tried == HANG_ATTEMPTS:
                 raise
             stopped = hung.message.splitlines()[0].split("; its last output")[0]
             print(f"    ... {stopped}; running it again", file=sys.stderr, flush=True)
+            fields |= {"attempt": tried + 1} | ({"start": now()} if "start" in fields else {})
+            continue
+        return result
+
+
+def now() -> str:
+    """A header's `start=`: the time, UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
