@@ -127,7 +127,9 @@ def test_program_built_on_a_newer_mpich_refused_though_no_symbol_is_missing(
 def test_an_unknown_mpich_base_is_never_ok():
     report = verify.Report("/opt/app", image_mpi="", host_mpi="MPICH 4.0.2", host_base="4.0.2")
     verify._check_bases(report)
-    assert not report.passed and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
+    assert (
+        not report.passed and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
+    )
 
 
 @pytest.mark.parametrize("host", ["debian", "mpich-3.4.3"])

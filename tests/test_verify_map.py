@@ -183,7 +183,9 @@ def test_an_image_mpich_base_without_major_minor_is_never_compared(base):
     report = verify.Report("/opt/app", image_mpi=f"MPICH {base}", image_base=base,
                            host_mpi="MPICH 4.0.2", host_base="4.0.2")  # fmt: skip
     verify._check_bases(report)
-    assert not report.passed and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
+    assert (
+        not report.passed and "cannot tell the MPICH base of the image's MPI" in report.problems[0]
+    )
 
 
 def climstack(*args):

@@ -1,10 +1,11 @@
 """The search rules of a file system's own glibc, asked of its own programs rather than
 assumed: its ld.so prints, in one `LD_DEBUG=libs` listing, the system search path, the
 subdirectories it tries under every directory (glibc-hwcaps, and before glibc 2.37 the
-legacy ones: tls, the platform, hwcap names) and what $LIB and $PLATFORM expand to; its
-ldconfig reads its /etc/ld.so.cache (`ldconfig -p -C FILE`). Both run here, on this host's
-kernel and CPU, as the image's ld.so would in a container. Where the ld.so cannot run here
-(none, another architecture), the model's defaults stand in and `Rules.source` says so.
+legacy ones: tls, the platform, hwcap names) and what $LIB and $PLATFORM expand to; this
+host's ldconfig reads its /etc/ld.so.cache (`ldconfig -p -C FILE`). The ld.so runs here,
+on this host's kernel and CPU, as it would in a container (under a refused CDI spec
+nothing of the image runs: View(ask=False)). Where it cannot run here (none, another
+architecture, not executable), the model's defaults stand in and `Rules.source` says so.
 """
 
 import os
@@ -89,14 +90,19 @@ def _stat(path: Path | None):
 def _asked(ldso: Path, _key, cache: Path | None, cache_key, machine: str) -> Rules:
     try:
         listing = process.run(
-            [ldso, "--library-path", MARKED, "--preload", "libclimstack-probe.so", "--list", ldso],
+            [ldso, "--library-path", MARKED, "--list", ldso],
             f"{ldso} listing its search rules",
-            env={"LD_DEBUG": "libs", "PATH": os.defpath},
+            # LD_PRELOAD, not --preload (glibc >= 2.30): a library it must search for
+            env={"LD_DEBUG": "libs", "LD_PRELOAD": "libclimstack-probe.so", "PATH": os.defpath},
             timeout=30,
             check=False,
         )
-    except ClimstackError as err:  # it cannot run here (another architecture), or hangs
-        return Rules(source=f"climstack's defaults: {ldso} does not run here ({err.message})")
+    except (ClimstackError, OSError) as err:  # another architecture, not executable, hangs
+        why = err.message if isinstance(err, ClimstackError) else str(err)
+        return Rules(
+            source=f"climstack's defaults: {ldso} does not run here ({why})",
+            cache=_cache(cache, machine),
+        )
     paths = {
         m["why"]: m["dirs"].split(":")
         for m in map(SEARCH.search, listing.stderr.splitlines())
@@ -105,7 +111,10 @@ def _asked(ldso: Path, _key, cache: Path | None, cache_key, machine: str) -> Rul
     marked = paths.get("--library-path") or []
     expanded = EXPANDED.match(marked[-1]) if marked else None
     if not expanded or "system search path" not in paths:
-        return Rules(source=f"climstack's defaults: {ldso} printed no search path")
+        return Rules(
+            source=f"climstack's defaults: {ldso} printed no search path",
+            cache=_cache(cache, machine),
+        )
     base = marked[-1]
     subdirs = tuple(d[len(base) + 1 :] if d != base else "" for d in marked)
     system = paths["system search path"]
@@ -116,12 +125,18 @@ def _asked(ldso: Path, _key, cache: Path | None, cache_key, machine: str) -> Rul
     )  # fmt: skip
 
 
-def _cache(cache: Path | None, machine: str) -> dict[str, list[tuple[str, str]]]:
-    """`ldconfig -p -C FILE`'s entries of this machine's libraries; none without a cache."""
+def _cache(cache: Path | None, machine: str) -> dict[str, list[tuple[str, str]]] | None:
+    """`ldconfig -p -C FILE`'s entries of this machine's libraries (this host's ldconfig
+    reads any glibc's cache file); none without a cache, or one ldconfig cannot read (as
+    ld.so ignores a cache it cannot read); None (ld.so.conf modelled) without ldconfig."""
     if cache is None or not cache.is_file():
         return {}
     ldconfig = shutil.which("ldconfig") or shutil.which("ldconfig", path="/sbin:/usr/sbin")
-    listed = process.run([ldconfig, "-p", "-C", cache], f"ldconfig reading {cache}", timeout=30)
+    if not ldconfig:
+        return None
+    listed = process.run(
+        [ldconfig, "-p", "-C", cache], f"ldconfig reading {cache}", timeout=30, check=False
+    )
     flag = CACHE_FLAGS.get(machine, "")
     entries: dict[str, list[tuple[str, str]]] = {}
     for match in map(CACHED.match, listed.stdout.splitlines()):

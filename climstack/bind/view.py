@@ -16,8 +16,11 @@ MAX_HOPS = 40  # symlink hops, as the kernel allows
 class View:
     """Paths as a process inside `root` (with `binds`) sees them, mapped to host paths."""
 
-    def __init__(self, root: Path = Path("/"), binds: dict[str, Path] | None = None):
+    def __init__(
+        self, root: Path = Path("/"), binds: dict[str, Path] | None = None, ask: bool = True
+    ):
         self.root = Path(root)
+        self.ask = ask  # may the view's own ld.so be run here to tell its search rules?
         # longest container path first, so nested binds win
         self.binds = sorted(
             ((PurePosixPath(k), Path(v)) for k, v in (binds or {}).items()),
@@ -74,6 +77,8 @@ class View:
 
     def glibc(self, machine: str = "EM_X86_64") -> glibc_rules.Rules:
         """The search rules of the view's own ld.so and ld.so.cache (glibc_rules)."""
+        if not self.ask:
+            return glibc_rules.of(None, None, machine, "nothing of the image was to run")
         interpreter = glibc_rules.INTERPRETERS.get(machine, "")
         found = self.resolve(interpreter) if interpreter else None
         if not found or not found[1].is_file():

@@ -53,7 +53,7 @@ class Report:
         """Why the real loader did not confirm the map ('' when it did)."""
         if self.confirmed:
             return ""
-        asked = self.oracle.removeprefix("not asked").lstrip(" :(").rstrip(")")
+        asked = self.oracle.removeprefix("not asked: ")
         return asked or "the image's own ld.so was not asked (verify with --image and --plan)"
 
     @property

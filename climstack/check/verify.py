@@ -62,14 +62,20 @@ def version_mismatches(closure: loader.Closure) -> list[str]:
 
 
 def check(
-    executable: str, plan: Plan | None, image: Path | None = None, runtime_image=None
+    executable: str,
+    plan: Plan | None,
+    image: Path | None = None,
+    runtime_image=None,
+    ask: bool = True,
 ) -> Report:
     """The report for `executable` (a path inside `image`, or on the host without one).
     `runtime_image`: the image as its runtime takes it (a directory or a SIF; `image` is
-    its files): the image's own ld.so is then asked too (climstack.check.oracle)."""
+    its files): the image's own ld.so is then asked too (climstack.check.oracle); `ask`
+    False: nothing of the image runs, not even for its search rules (glibc_rules)."""
     root = image or Path("/")
-    plain = loader.View(root)  # the image as built
-    planned = loader.View(root, {dst: Path(src) for src, dst in plan.binds}) if plan else plain
+    plain = loader.View(root, ask=ask)  # the image as built
+    binds = {dst: Path(src) for src, dst in plan.binds} if plan else {}
+    planned = loader.View(root, binds, ask=ask) if plan else plain
     path = plan.library_path if plan else []
 
     report = Report(executable, remedy=plan.rpath_remedy if plan else "")

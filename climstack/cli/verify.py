@@ -42,13 +42,14 @@ def register(commands) -> None:
         # a spec refused: nothing runs, not even the image's ld.so
         oracle = args.image if args.image and not (args.no_oracle or refused) else None
         with sif_image.files(args.image) if args.image else nullcontext() as tree:
-            report = check(args.executable, checked, tree, runtime_image=oracle)
+            report = check(args.executable, checked, tree, runtime_image=oracle, ask=not refused)
             if args.image and (args.no_oracle or refused):
                 report.oracle = (
                     f"not asked: {'--no-oracle' if args.no_oracle else 'the spec was refused'}"
                 )
         report.problems[:0] = refused  # the spec's first: nothing runs under a spec refused
-        print(json.dumps(asdict(report), indent=2) if args.json else render(report))
+        found = {**asdict(report), "verdict": report.verdict, "confirmed": report.confirmed}
+        print(json.dumps(found, indent=2) if args.json else render(report))
         if refused:
             return 1
         if args.run_probe:
