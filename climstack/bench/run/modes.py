@@ -122,4 +122,6 @@ def container(
         global_args = chosen.settings(str(target or image_dir)).global_args
         leftovers.stop_podman(str(made.directory), global_args)
 
-    return Mode(name, runtime, wrap, locate, env, stop=stop if chosen.name == "podman" else None)
+    return Mode(
+        name, runtime, wrap, locate, env, stop=stop if chosen.outlives_its_launch else None
+    )

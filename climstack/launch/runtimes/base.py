@@ -27,6 +27,8 @@ class Runtime(ABC):
     #: the plan's binds are read-only (a CDI spec's): a run's directory is the start
     #: directory's own writable mount (exec_args' cwd), not a bind of the plan
     read_only_binds: ClassVar[bool] = False
+    #: a killed launch can leave its containers (and their monitor) running behind it
+    outlives_its_launch: ClassVar[bool] = False
 
     def check_bind_paths(self, plan) -> None:
         """Refuse paths the runtime's bind syntax cannot express."""

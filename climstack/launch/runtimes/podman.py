@@ -145,6 +145,7 @@ class Podman(Runtime):
     image_format = "directory"  # or a registry reference
     local = 0  # not yet in container-smoke and bench local (they need `pull`)
     read_only_binds = True  # the spec's mounts are all `ro`
+    outlives_its_launch = True  # conmon keeps a container after its podman run is killed
 
     def settings(self, image: str) -> Settings:
         """The options this host needs (found by trying); the defaults without podman."""
