@@ -161,8 +161,10 @@ def test_the_preflight_names_intel_2021_18s_defect_and_keeps_its_row(model_recor
         assert all(t > 0 for t in hosts[name]["main_loop_s"])
 
 
-def test_mom6_is_bit_identical_on_the_three_hosts_and_in_both_layouts(model_record, tmp_path):
-    assert set(model_record["across_hosts"]) == {"mpich vs intel-2021.19", "mpich vs openmpi"}
+def test_mom6_is_bit_identical_on_every_host_and_in_both_layouts(model_record, tmp_path):
+    """The hosts with the standard ABI of their own and those through mpi_abi_wrapper."""
+    running = ["intel-2021.19", "openmpi", *abi_hosts.WRAPPED]
+    assert set(model_record["across_hosts"]) == {f"mpich vs {name}" for name in running}
     for found in model_record["across_hosts"].values():
         assert found["compared"] >= 3 and found["differences"] == [], found
     layout = model_record["layout"]
@@ -195,7 +197,10 @@ def test_the_compatibility_table_has_fortran_rows(abi_image, model_record, tmp_p
     assert fortran["MPICH 5.0.2"]["ran"] == "MOM6 ran (the reference of the comparison)"
     assert fortran["Open MPI 6.0.0rc2"]["ran"].startswith("MOM6 bit-identical to mpich")
     assert fortran["Intel MPI 2021.18"]["ran"].startswith("refused by preflight: mpif_info")
-    assert fortran["Debian's MPICH 4.0.2"]["verdict"].startswith("refused by bind")
+    # a host without the standard ABI: through the mpi_abi_wrapper Spack built against it
+    assert fortran["Debian's MPICH 4.0.2"]["verdict"] == abi_report.MODEL_OK
+    assert fortran["Debian's MPICH 4.0.2"]["route"] == "wrapper"
+    assert fortran["Debian's MPICH 4.0.2"]["ran"].startswith("MOM6 bit-identical to mpich")
 
 
 def test_mom6_runs_in_the_image_as_a_slurm_step_on_mpich(abi_image, planned, tmp_path):

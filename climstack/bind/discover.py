@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from climstack.bind import elf, families, loader
+from climstack.bind import abi_wrapper, elf, families, loader
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 
@@ -31,7 +31,7 @@ MAIN_LIBRARY = {"mpich": "libmpi.so.12", "standard": "libmpi_abi.so.1"}
 FOREIGN_MPI = {"libmpi.so.40": "Open MPI (libmpi.so.40)", "libmpi_abi.so.1": "the MPI-5 ABI"}
 LIB_SUBDIRS = ("lib-abi-mpich", "lib", "lib64", "lib/x86_64-linux-gnu")
 MODULE_VARIABLES = ("CRAY_MPICH_DIR", "CRAY_MPICH_PREFIX", "MPICH_DIR", "I_MPI_ROOT")
-MPI_EXTERNALS = ("cray-mpich", "mpich", "intel-oneapi-mpi")
+MPI_EXTERNALS = ("cray-mpich", "mpich", "intel-oneapi-mpi", "openmpi")
 
 
 @dataclass
@@ -43,6 +43,11 @@ class HostMpi:
     version: str = ""
     prefix: str = ""
     abi: str = "mpich"
+    wrapper: dict | None = None  # the standard ABI through mpi_abi_wrapper (bind.abi_wrapper)
+
+
+class NoStandardAbi(ClimstackError):
+    """The host MPI has no MPI-5 standard ABI library of its own."""
 
 
 def _lib_dirs(prefix: str, view: loader.View, tried: list[str]):
@@ -134,13 +139,75 @@ def find_standard(prefix: str, view: loader.View, source: str) -> HostMpi:
             libraries["libmpifort_abi.so.1"] = f"{libdir}/libmpifort_abi.so.1"
         implementation = elf.mpi_implementation(view.resolve(path)[1])
         return HostMpi(libraries, source, implementation, prefix, "standard")
-    raise ClimstackError(
+    early = [f"{d}/libmpi_abi.so.0" for d in tried if view.resolve(f"{d}/libmpi_abi.so.0")]
+    raise NoStandardAbi(
         f"the host MPI at {prefix} ({source}) has no MPI-5 standard ABI library "
         f"(libmpi_abi.so.1, {', '.join(STANDARD_NAMES['libmpi_abi.so.1'][1:])}); looked in "
-        + ", ".join(tried),
-        fix="run the MPICH-ABI image on an MPICH-ABI host (bind without --abi standard: Cray "
-        "MPICH, MPICH, Intel MPI), or the image's own MPI (--mode hybrid); MPI-5 ABI "
-        "libraries: MPICH >= 5.0.2, Intel MPI >= 2021.18, Open MPI >= 6",
+        + ", ".join(tried)
+        + (
+            f"; {early[0]} is MPICH 5.0.0 or 5.0.1's, named .so.0 by a configure bug "
+            "(fixed in MPICH 5.0.2), and its PMPI_* are in a libpmpi_abi no other MPI has"
+            if early
+            else ""
+        ),
+        fix=f"bind mpi_abi_wrapper over it (`spack install {abi_wrapper.PACKAGE}` against this "
+        "MPI, then --wrapper PREFIX or its module)"
+        + (", or use MPICH >= 5.0.2" if early else "")
+        + "; or run the MPICH-ABI image on an MPICH-ABI host (bind without --abi standard), "
+        "or the image's own MPI (--mode hybrid); MPI-5 ABI libraries: MPICH >= 5.0.2, Intel "
+        "MPI >= 2021.18, Open MPI >= 6",
+    )
+
+
+#: a host MPI's own library, by ABI, as mpi_abi_wrapper's libmpiwrapper is linked to one
+OWN_NAMES = ("libmpi.so.12", "libmpich.so.12", "libmpi.so.40")
+
+
+def through_wrapper(wrapper: abi_wrapper.Wrapper, prefix: str, view: loader.View, source: str):
+    """The standard ABI of the host MPI at `prefix` (which has none of its own) through
+    `wrapper`: its libmpi_abi.so bound as libmpi_abi.so.1, its libmpiwrapper.so, and the
+    host MPI's own library, which must be of the ABI the wrapper is built against."""
+    tried: list[str] = []
+    for libdir in _lib_dirs(prefix, view, tried):
+        # the library the wrapper is linked to, else one of its ABI, else another MPI's
+        ranked = sorted(
+            OWN_NAMES, key=lambda n: (n != wrapper.wraps, not abi_wrapper.matches(wrapper, n))
+        )
+        own = next((n for n in ranked if view.resolve(f"{libdir}/{n}")), None)
+        if own is None:
+            continue
+        path = f"{libdir}/{own}"
+        version = elf.mpi_implementation(view.resolve(path)[1])
+        if not abi_wrapper.matches(wrapper, own):
+            raise ClimstackError(
+                abi_wrapper.mismatch(wrapper, own, f"at {prefix} ({source}, {version})"),
+                fix=abi_wrapper.FIX,
+            )
+        if elsewhere := abi_wrapper.own_mpi_elsewhere(wrapper, path, view):
+            raise ClimstackError(
+                f"{wrapper.back} ({wrapper.source}) loads {elsewhere}, not the host MPI at "
+                f"{prefix} ({source}, {version}): it is built against another MPI "
+                "installation, which its DT_RPATH names ahead of any LD_LIBRARY_PATH",
+                fix=abi_wrapper.FIX,
+            )
+        libraries = {
+            "libmpi_abi.so.1": wrapper.front,
+            abi_wrapper.BACK: wrapper.back,
+            wrapper.wraps: path,
+        }
+        described = {
+            "prefix": wrapper.prefix,
+            "source": wrapper.source,
+            "wraps": wrapper.wraps,
+            "mpi": version,
+        }
+        return HostMpi(
+            libraries, source, f"{version} through mpi_abi_wrapper", prefix, "standard", described
+        )
+    raise ClimstackError(
+        f"no MPI library ({', '.join(OWN_NAMES)}) under {prefix} ({source}) for mpi_abi_wrapper "
+        f"to wrap; looked in {', '.join(tried)}",
+        fix="give the MPI's installation prefix (the one holding lib/)",
     )
 
 
@@ -151,26 +218,47 @@ def discover(
     environ: dict | None = None,
     flavour: str | None = None,
     abi: str = "mpich",
+    wrapper: str | None = None,
 ) -> HostMpi:
     """The host MPI of `abi`: an explicit prefix, else the module environment, else the site
-    scope (the `flavour` build beside its external: `ofi/gnu/9.1` -> `ofi/cray/10.0`)."""
-    if prefix:
-        return find_in_prefix(prefix, view, "--prefix", abi)
+    scope (the `flavour` build beside its external: `ofi/gnu/9.1` -> `ofi/cray/10.0`). The
+    standard ABI of a host MPI without one comes through mpi_abi_wrapper (bind.abi_wrapper):
+    the one `wrapper` names (also over a host MPI that has the ABI), or one found."""
     environ = os.environ if environ is None else environ
+    mpi_prefix, source = locate(view, prefix, site, environ, flavour, abi)
+    if abi == "standard" and wrapper:
+        return through_wrapper(
+            abi_wrapper.read(wrapper, view, "--wrapper"), mpi_prefix, view, source
+        )
+    try:
+        return find_in_prefix(mpi_prefix, view, source, abi)
+    except NoStandardAbi:
+        found = abi_wrapper.find(view, None, environ, site)
+        if found is None:
+            raise
+        return through_wrapper(found, mpi_prefix, view, source)
+
+
+def locate(view, prefix, site, environ, flavour, abi) -> tuple[str, str]:
+    """(the host MPI's prefix, where it was found)."""
+    if prefix:
+        return prefix, "--prefix"
     for variable in MODULE_VARIABLES:
         if environ.get(variable):
-            return find_in_prefix(environ[variable], view, f"${variable}", abi)
-    for directory in filter(None, environ.get("LD_LIBRARY_PATH", "").split(":")):
-        if any(view.resolve(f"{directory}/{n}") for n in ABIS[abi][MAIN_LIBRARY[abi]]):
-            parent = str(PurePosixPath(directory).parent)
-            return find_in_prefix(parent, view, "LD_LIBRARY_PATH", abi)
+            return environ[variable], f"${variable}"
+    # the ABI's own library, else (standard: for mpi_abi_wrapper) the MPI's own
+    directories = list(filter(None, environ.get("LD_LIBRARY_PATH", "").split(":")))
+    for names in (ABIS[abi][MAIN_LIBRARY[abi]], OWN_NAMES if abi == "standard" else ()):
+        for directory in directories:
+            if any(view.resolve(f"{directory}/{n}") for n in names):
+                return str(PurePosixPath(directory).parent), "LD_LIBRARY_PATH"
     if site:
         external = site.external_prefix(*MPI_EXTERNALS)
         if external:
             where = site.origin(external)
             if flavour:
                 external = families.reflavour(external, flavour, view)
-            return find_in_prefix(external, view, where, abi)
+            return external, where
     raise ClimstackError(
         "no host MPI found: no --prefix, no CRAY_MPICH_DIR or MPI in "
         "LD_LIBRARY_PATH, no MPI external in the site scope",

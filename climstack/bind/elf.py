@@ -55,6 +55,7 @@ class Elf:
     interpreter: str = ""  # PT_INTERP: set for executables
     nodeflib: bool = False  # DT_FLAGS_1 DF_1_NODEFLIB: no cache or default directories
     imports: set[str] = field(default_factory=set)  # undefined dynamic symbols
+    weak_imports: set[str] = field(default_factory=set)  # the undefined ones that may stay so
     exports: set[str] = field(default_factory=set)  # defined global/weak dynamic symbols
     objects: set[str] = field(default_factory=set)  # the exports that are data
     version_needs: dict[str, set[str]] = field(default_factory=dict)  # file -> {GLIBC_2.34,...}
@@ -167,6 +168,8 @@ def _symbols(section, info: Elf) -> None:
             continue
         if symbol["st_shndx"] == "SHN_UNDEF":
             info.imports.add(symbol.name)
+            if symbol["st_info"]["bind"] == "STB_WEAK":
+                info.weak_imports.add(symbol.name)
         elif symbol["st_info"]["type"] in (
             "STT_FUNC",
             "STT_OBJECT",

@@ -71,6 +71,11 @@ class Plan:
         """The MPI ABI whose host library the plan binds (bind mode): mpich or standard."""
         return self.mpi.get("abi", "mpich")
 
+    @property
+    def wrapped(self) -> bool:
+        """Is the standard ABI bound through mpi_abi_wrapper over the host's own MPI?"""
+        return self.mpi.get("route") == "wrapper"
+
     def mount_points(self) -> list[str]:
         return sorted({dst for _, dst in self.binds})
 
@@ -110,16 +115,23 @@ def make_plan(
     flavour: str | None = None,
     rpath_remedy: str | None = None,
     abi: str = "mpich",
+    wrapper: str | None = None,
 ) -> Plan:
     """The plan for `mode` at `site`; `with_families` ({name: prefix or None}) adds host
     library families to site.yaml's `families:`, built with the PrgEnv `flavour`;
     `rpath_remedy`: how executables with a DT_RPATH are run (bind.remedy); `abi`: the
-    image's MPI ABI, whose host library is bound (discover.ABIS)."""
+    image's MPI ABI, whose host library is bound (discover.ABIS); `wrapper`: the prefix of
+    the mpi_abi_wrapper that gives the host MPI the standard ABI (bind.abi_wrapper)."""
     if mode not in MODES:
         raise ClimstackError(f"unknown mode {mode}", fix=f"one of {', '.join(MODES)}")
     if abi not in discover.ABIS:
         raise ClimstackError(f"unknown MPI ABI {abi!r}", fix=f"one of {', '.join(discover.ABIS)}")
     remedy.check_name(rpath_remedy)
+    if wrapper and (mode, abi) != ("bind", "standard"):
+        raise ClimstackError(
+            f"--wrapper is for the standard ABI in bind mode, not --mode {mode} --abi {abi}",
+            fix="add --abi standard (bind mode), or drop --wrapper",
+        )
     if rpath_remedy and mode != "bind":
         raise ClimstackError(
             f"--rpath-remedy {rpath_remedy} is for bind mode: in {mode} mode the image's "
@@ -136,6 +148,7 @@ def make_plan(
         fabric_prefix=fabric_prefix,
         with_families=with_families,
         abi=abi,
+        wrapper=wrapper,
     )
     return assemble(request, runtime or site.bind["runtime"], rpath_remedy or "")
 
@@ -162,7 +175,7 @@ def assemble(request: stages.Request, runtime: str, rpath_remedy: str = "") -> P
         binds=stages.binds(request, bound) + [list(b) for b in extras.binds],
         links=links,
         library_path=[LINKS_DIR] if links else [],
-        env=dict(extras.env),
+        env={**extras.env, **roots.env},
         separate_env=dict(extras.separate_env),
         devices=list(extras.devices),
         absent=list(extras.absent),

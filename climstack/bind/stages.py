@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 from types import MappingProxyType
 from typing import Mapping
 
-from climstack.bind import discover, families, loader, network_plugins
+from climstack.bind import abi_wrapper, discover, families, loader, network_plugins
 from climstack.inputs import sites
 
 MODES = ("bind", "hybrid", "fabric")
@@ -36,6 +36,7 @@ class Request:
     fabric_prefix: str | None = None
     with_families: tuple[tuple[str, str | None], ...] = ()
     abi: str = "mpich"  # the image's MPI ABI (discover.ABIS): which host library is bound
+    wrapper: str | None = None  # mpi_abi_wrapper's prefix (--wrapper; bind.abi_wrapper)
 
     @classmethod
     def of(cls, site: sites.Site, mode: str, view=None, environ=None, flavour=None, **rest):
@@ -62,13 +63,14 @@ class Roots:
     mpi: Mapping = field(default_factory=dict)
     families: Mapping[str, dict] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # what the MPI's libraries need
 
 
 def roots(request: Request) -> Roots:
     """The host MPI (bind), libfabric (fabric), the families and site.yaml's libraries."""
     paths: dict[str, str] = {}
     rules: dict[str, str] = {}
-    mpi, found, warnings, mpi_prefix = {}, {}, [], ""
+    mpi, found, warnings, mpi_prefix, env = {}, {}, [], "", {}
     if request.mode == "bind":
         host = discover.discover(
             request.view,
@@ -77,6 +79,7 @@ def roots(request: Request) -> Roots:
             request.environ,
             request.flavour,
             request.abi,
+            request.wrapper,
         )
         mpi = {
             "abi": host.abi,
@@ -84,6 +87,9 @@ def roots(request: Request) -> Roots:
             "version": host.version,
             "libraries": host.libraries,
         }
+        if host.wrapper:  # libmpi_abi dlopens libmpiwrapper from its link
+            mpi |= {"route": "wrapper", "wrapper": host.wrapper}
+            env[abi_wrapper.VARIABLE] = f"{LINKS_DIR}/{abi_wrapper.BACK}"
         paths.update(host.libraries)
         mpi_prefix = host.prefix
     elif request.mode == "fabric":
@@ -103,7 +109,7 @@ def roots(request: Request) -> Roots:
             warnings.append(warning)
     for name in request.config[f"{request.mode}_libraries"]:  # resolved like DT_NEEDED
         paths.setdefault(name, name)
-    return Roots(paths, rules, mpi, found, tuple(warnings))
+    return Roots(paths, rules, mpi, found, tuple(warnings), env)
 
 
 def search_path(request: Request, roots: Roots) -> tuple[str, ...]:
@@ -255,10 +261,14 @@ def library_links(request: Request, files, bound, rules) -> tuple[dict, list[dic
 
 def plugin_dir_links(request: Request, files, taken) -> dict[str, str]:
     """Plugin dirs the libraries dlopen relative to themselves ($ORIGIN/ucx, libfabric/):
-    all beside a non-system library, only those the site lists beside a system one."""
+    all beside a non-system library, only those the site lists beside a system one. Where
+    both have one of a name, the one beside the MPI's own libraries wins: a system UCX's
+    modules loaded into the UCX an MPI carries (Open MPI's wheel) crash in their
+    constructors."""
     plugin_dirs = {PurePosixPath(p) for p in request.config["plugin_dirs"]}
     links: dict[str, str] = {}
-    for directory in library_dirs(files):
+    beside = {PurePosixPath(lib.real).parent for lib in files.values()}
+    for directory in sorted(beside, key=lambda d: (container_path(d) != str(d), str(d))):
         host = request.view.resolve(str(directory))[1]
         for sub in sorted(p for p in host.iterdir() if p.is_dir() and not p.is_symlink()):
             own = container_path(directory) == str(directory)

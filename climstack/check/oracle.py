@@ -20,6 +20,8 @@ LINE = re.compile(r"^\s*(?P<name>\S+)(?: => (?P<path>.+?))?(?: \(0x[0-9a-f]+\))?
 STOPPED = re.compile(r"error while loading shared libraries: (\S+): cannot open shared object")
 #: what a runtime of image directories mounts over (ch-run needs them to exist)
 SYSTEM_MOUNTS = ("dev", "proc", "sys", "tmp", "home", "mnt")
+#: the answers of an ld.so that was asked and listed
+ASKED = ("agrees", "disagrees")
 REPORT_BUG = "a bug of climstack's loader model: please report it with this output"
 
 
@@ -91,13 +93,14 @@ def command(plan, image: Path, executable: str, interpreter: str) -> list[str]:
 
 
 def ask(
-    plan, image: Path, tree: Path, executable: str, closure: loader.Closure
+    plan, image: Path, tree: Path, executable: str, closure: loader.Closure, through: str = ""
 ) -> tuple[str, list[str]]:
     """("agrees" | "not asked: why" | ..., [problems]) of running the image's ld.so under
     the plan with the plan's runtime and comparing its list with `closure`; `image` as the
-    runtime takes it, `tree` its files."""
+    runtime takes it, `tree` its files. A library (`executable`, as a dlopen would load it)
+    is listed by `ld.so --list` of the ld.so `through`, its program's interpreter."""
     runtime = runtimes.get(plan.runtime)
-    interpreter = closure.root.info.interpreter or ""
+    interpreter = through or closure.root.info.interpreter or ""
     if not interpreter:
         return "not asked: the program has no ELF interpreter (not dynamically linked)", []
     target = Path(image)
@@ -106,7 +109,10 @@ def ask(
         for point in SYSTEM_MOUNTS:  # left out of the unpacked SIF (device nodes), or absent
             (target / point).mkdir(exist_ok=True)
         runtime.prepare_image(plan, target)
-    argv = command(plan, target, executable, interpreter)
+    if through:
+        argv = [through, "--list", executable]
+    else:
+        argv = command(plan, target, executable, interpreter)
     traced = replace(plan, env={**plan.env, "LD_TRACE_LOADED_OBJECTS": "1"})
     host = runtime.exec_args(traced, str(target), argv)
     if not (shutil.which(host[0]) or Path(host[0]).is_file()):

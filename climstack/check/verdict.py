@@ -30,6 +30,9 @@ class Report:
     oracle: str = ""  # the image's own ld.so: agrees, disagrees, failed, not asked: why
     #: the search rules the model followed: the image's own (ld.so, ld.so.cache) or why not
     rules: str = ""
+    #: the standard ABI through mpi_abi_wrapper: its libmpiwrapper, the MPI library it is
+    #: built against, its imports, those the host lacks, and the image's ld.so on its map
+    wrapper: dict = field(default_factory=dict)
     unchecked: list[str] = field(default_factory=list)  # what could not be checked
     problems: list[str] = field(default_factory=list)
 
@@ -40,8 +43,10 @@ class Report:
 
     @property
     def confirmed(self) -> bool:
-        """The image's own ld.so listed the same link map as the model."""
-        return self.oracle == ORACLE_AGREES
+        """The image's own ld.so listed the same link map as the model (and libmpiwrapper's,
+        where the plan binds the standard ABI through mpi_abi_wrapper)."""
+        wrapper = self.wrapper.get("oracle", ORACLE_AGREES) if self.wrapper else ORACLE_AGREES
+        return self.oracle == ORACLE_AGREES and wrapper == ORACLE_AGREES
 
     @property
     def ok(self) -> bool:
@@ -129,6 +134,13 @@ def render(report: Report) -> str:
         lines.append(f"  MPI symbols bound to {path}: {count}")
     if report.rules:
         lines.append(f"  search rules: {report.rules}")
+    if wrapper := report.wrapper:
+        lines.append(
+            f"  mpi_abi_wrapper: {wrapper['library']}, built against {wrapper['built_against']}; "
+            f"its MPI imports {wrapper['imports']}, lacking in the host MPI "
+            f"{wrapper['lacking']}; the image's ld.so on its link map: "
+            f"{wrapper.get('oracle', 'not asked')}"
+        )
     if report.oracle:
         lines.append(f"  the image's own ld.so: {report.oracle}")
     for problem in report.problems:

