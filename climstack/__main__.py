@@ -24,6 +24,14 @@ GROUPS = (
 #: the project's own checks, `climstack dev CHECK` (make local's smoke steps, the tests')
 DEV_MODULES = ("smoke", "container_smoke", "registry_smoke", "base_image")
 DEV_HELP = "the project's own checks: smoke, container-smoke, registry-smoke, base-image"
+#: the user's commands whose module of cli/ is named otherwise
+MODULE_OF = {
+    "named-env": "environments",
+    "concretize": "environments",
+    "containerize": "containers",
+    "check-mpi": "containers",
+    "compare-runs": "run_case",
+}
 
 
 class GroupedParser(argparse.ArgumentParser):
@@ -58,7 +66,18 @@ def _register(modules, commands) -> list[str]:
     return [name for name in commands.choices if name not in before]
 
 
-def parser() -> argparse.ArgumentParser:
+def _module_of(word: str, modules) -> str | None:
+    """The module of `modules` (of cli/) that registers the command `word`: the one named
+    after it (`source-mirror`: source_mirror.py) or MODULE_OF's, if there is one."""
+    name = MODULE_OF.get(word, word.replace("-", "_"))
+    return name if name in modules else None
+
+
+def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line; given the words typed (`argv`: `bind ...`, `dev smoke ...`), only
+    the module of cli/ that registers their command (_module_of): a command imports what
+    it runs, not what every command does (all of them: about 1 CPU-s at each start).
+    Otherwise (`--help`, a typo, no command): every command, grouped."""
     top = GroupedParser(
         prog="climstack",
         description="The climate stack for HPE Cray systems, natively and in containers.",
@@ -66,17 +85,30 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    top.sections = [(title, _register(modules, commands)) for title, modules in GROUPS]
+    words = list(argv or [])[:2]
+    users = [module for _, modules in GROUPS for module in modules]
+    if words and (only := _module_of(words[0], users)):
+        if words[0] in _register([only], commands):
+            return top
+        return parser()  # not its command after all: every command
+    dev_check = words[1] if words[:1] == ["dev"] and len(words) > 1 else ""
+    only = _module_of(dev_check, DEV_MODULES) if dev_check else None
+    top.sections = [] if only else [(t, _register(ms, commands)) for t, ms in GROUPS]
     dev = commands.add_parser("dev", help=DEV_HELP, description=DEV_HELP)
     dev_commands = dev.add_subparsers(dest="dev_command", required=True, metavar="CHECK")
-    dev.sections = [("checks", _register(DEV_MODULES, dev_commands))]
-    top.sections.append(("the project's own checks", ["dev"]))
+    dev.sections = [("checks", _register([only] if only else DEV_MODULES, dev_commands))]
+    if only and dev_check not in dev.sections[0][1]:
+        return parser()
+    if not only:
+        top.sections.append(("the project's own checks", ["dev"]))
     return top
 
 
 def moved(argv: list[str], top: argparse.ArgumentParser) -> str | None:
     """The error for a check called by its old name (`climstack smoke`), if it is one."""
     commands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    if "dev" not in commands.choices:  # a command of the user's, parsed alone
+        return None
     checks = commands.choices["dev"].sections[0][1]
     if argv and argv[0] in checks:
         return (
@@ -93,7 +125,7 @@ def command_name(args) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else [str(arg) for arg in argv]
-    top = parser()
+    top = parser(argv)
     if message := moved(argv, top):
         print(message, file=sys.stderr)
         return 2

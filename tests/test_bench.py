@@ -19,6 +19,7 @@ from climstack.bench.results import collect
 from climstack.bench.run import catalogue, local, modes, runner
 from climstack.bench.results.records import COLUMNS
 from climstack.bind import elf
+from climstack.check import verify
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check, sif
 from climstack.stack import environments
@@ -336,21 +337,31 @@ def test_modes_that_cannot_run_say_why(local_run, tmp_path):
 
 
 @cpus_alone
-def test_a_mismatched_host_netcdf_is_refused_before_it_runs(local_run, tmp_path):
+def test_a_mismatched_host_netcdf_is_refused_before_it_runs(local_run, tmp_path, monkeypatch):
     """bind-host-netcdf with Debian 11's NetCDF 4.7.4 (libnetcdf.so.18; the image's
     NetCDF-Bench needs libnetcdf.so.22) as the host's: verify refuses it before any run,
-    and the run's record says why."""
+    and each run's record says why. verify runs once for the mode's repeats (the same file
+    of the same image under the same plan)."""
     image_dir = image.default_destination(local.IMAGE)
     host = {"netcdf": f"{io_libraries.bullseye_host()}/usr", "hdf5": None}
     launcher = ["mpiexec", "-n", "2"]
     mode = modes.container("bind-host-netcdf", image_dir, launcher, 2, host_netcdf=host)
     bench = [b for b in runner.LOCAL if b.name == "netcdf-bench"]
-    runner.run_all(bench, [mode], tmp_path, repeats=1, ranks=2)
+    checked, check = [], verify.check
+
+    def counted(path, *args, **kwargs):  # the real check, counted
+        checked.append(path)
+        return check(path, *args, **kwargs)
+
+    monkeypatch.setattr(verify, "check", counted)
+    runner.run_all(bench, [mode], tmp_path, repeats=2, ranks=2)
     assert not (tmp_path / "work" / "netcdf-bench" / "bench.nc").exists()  # nothing ran
     records, failures, _ = collect.read_paths([tmp_path / "raw"])
-    assert records == [] and [f.mode for f in failures] == ["bind-host-netcdf"]
-    assert "verify refuses" in failures[0].reason, failures[0].reason
-    assert "SONAME mismatch: libnetcdf" in failures[0].reason, failures[0].reason
+    assert records == [] and [f.mode for f in failures] == ["bind-host-netcdf"] * 2
+    assert sorted(f.repeat for f in failures) == [1, 2] and len(checked) == 1, checked
+    for failure in failures:
+        assert "verify refuses" in failure.reason, failure.reason
+        assert "SONAME mismatch: libnetcdf" in failure.reason, failure.reason
 
 
 def test_imb_output_parses(tmp_path):

@@ -40,6 +40,31 @@ def test_the_checks_are_climstack_dev(capsys):
     assert "fix: climstack dev smoke local" in capsys.readouterr().err
 
 
+def test_a_command_is_parsed_by_its_own_module_alone():
+    """`climstack bind ...` registers cli/bind.py alone (a start imports what its command
+    runs: about 1 CPU-s less than every command's imports), and parses as the whole command
+    line does; `--help`, a typo or no command get every command."""
+    full = subcommands(parser())
+    for name, command in full.items():
+        checks = subcommands(command) if name == "dev" else {None: command}
+        for check, whole in checks.items():
+            words = [name, check] if check else [name]
+            alone = subcommands(parser(words))
+            if check:
+                assert list(subcommands(alone["dev"])) == [check], words
+                alone = subcommands(alone["dev"])
+            else:
+                assert "dev" not in alone and len(alone) < len(full), words
+            assert alone[words[-1]].format_help() == whole.format_help(), words
+    for words in (["--help"], ["bnid"], [], ["dev"], ["dev", "bnid"]):
+        assert subcommands(parser(words)).keys() == full.keys(), words
+    probe = "import sys; from climstack.__main__ import parser; parser(['verify', 'x']); " + (
+        "print(sorted(m for m in sys.modules if m.startswith('climstack.cli.')))"
+    )
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert run.stdout.split() == ["['climstack.cli.verify']"], run.stdout + run.stderr
+
+
 def test_make_locals_steps_are_commands_climstack_accepts():
     top = parser()
     for step in workflow.LOCAL:

@@ -10,6 +10,8 @@ import pytest
 import yaml
 from conftest import PROJECT_ROOT
 
+from climstack import pins
+from climstack.image import image
 from climstack.stack import environments, lock_cache
 
 #: a small environment on ARCHER2's site scope, with a copy of our repository
@@ -181,3 +183,22 @@ def test_the_committed_lockfiles_are_the_cray_sites_current_ones():
     stale = {name: k for name, k in expected.items() if k not in committed}
     assert not stale, f"run `bin/climstack concretize --save-locks` and commit: {stale}"
     assert committed == set(expected.values())
+
+
+def test_an_images_solve_is_keyed_by_the_repository_in_the_image(tmp_path):
+    """An image's environment is solved in ch-run (climstack.image.image._concretize) and
+    reused under this key of what Spack in the image reports: the repository the image holds
+    is read in the image, so a recipe changed there is another key; the builtin one, which
+    ch-run binds at its own path, by its pinned commit."""
+    work = tmp_path / "image"
+    shutil.copytree(PROJECT_ROOT / "repo", work / "opt/climstack/repo")
+    builtin = str(pins.builtin_repo_root())
+    reported = {"builtin": builtin, "climstack": "/opt/climstack/repo"}
+    repos = image.repos_on_host(work, reported)
+    assert repos == {"builtin": builtin, "climstack": str(work / "opt/climstack/repo")}
+    inputs = {"config": {}, "deprecated": False, "specs": ["mpi-probe"], "host": ["linux"]}
+    before = lock_cache.key({**inputs, "repos": repos})
+    assert lock_cache.key({**inputs, "repos": image.repos_on_host(work, reported)}) == before
+    recipe = work / "opt/climstack/repo/packages/mpi-probe/package.py"
+    recipe.write_text(recipe.read_text() + "# changed\n")
+    assert lock_cache.key({**inputs, "repos": image.repos_on_host(work, reported)}) != before

@@ -15,6 +15,7 @@ netcdf-fortran as the image's own copy of the develop tree).
 """
 
 import hashlib
+import json
 import os
 import shutil
 import sys
@@ -28,7 +29,7 @@ from climstack import spack as gateway
 from climstack.common import cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.image import mpich_fortran
-from climstack.stack import containers, environments, recipes
+from climstack.stack import containers, environments, lock_cache, recipes
 from climstack.stack.sources import bench_sources, develop_trees, git_sources
 
 BASE_PACKAGES = (
@@ -186,10 +187,46 @@ def builds_mirror() -> Path:
 
 def _ch_run(image: Path, *command: str, cwd: str = "/") -> process.CompletedProcess:
     """Run a command in the image with our Spack, Python and caches bound at their paths."""
-    binds = sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path(sys.base_prefix)})
-    args = ["ch-run", "-w", "-c", cwd, *(f"--bind={path}:{path}" for path in binds), str(image)]
+    args = ["ch-run", "-w", "-c", cwd, *(f"--bind={path}:{path}" for path in _binds()), str(image)]
     env = {**os.environ, **SLICE}
     return process.run([*args, "--", *command], f"`{command[0]}` in the image", env=env)
+
+
+def _concretize(work: Path) -> None:
+    """`spack concretize --fresh` of the image's environment in ch-run, or the lockfile
+    solved before from the same inputs copied in: climstack.stack.lock_cache's key, of what
+    Spack in the image reports (a repository of the image's read in the image)."""
+    spack, sections = str(gateway.SPACK), ",".join(lock_cache.SECTIONS)
+    script = str(gateway.script_path("concretize_inputs.py"))
+    reported = _ch_run(work, spack, "-e", IMAGE_ENV, "python", script, sections).stdout
+    inputs = json.loads(reported.strip().splitlines()[-1])
+    inputs["repos"] = repos_on_host(work, inputs["repos"])
+    lockfile = work / IMAGE_ENV.lstrip("/") / "spack.lock"
+
+    def fill(solved: Path):
+        with progress.step("concretizing the image's environment in ch-run"):
+            _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
+        shutil.copy2(lockfile, solved)
+
+    solved = lock_cache.entry(lock_cache.key(inputs))
+    solved.build(fill)  # the same inputs are solved once, under its lock
+    if not lockfile.is_file():  # solved before
+        shutil.copy2(solved.path, lockfile)
+        progress.note("the image's environment: inputs unchanged, concretization reused")
+
+
+def repos_on_host(work: Path, repos: dict[str, str]) -> dict[str, str]:
+    """The package repositories Spack in the image `work` reports (_ch_run), as this host
+    sees them: a path ch-run binds at its own path stays, one of the image's is in `work`."""
+    return {
+        name: root if any(Path(root).is_relative_to(b) for b in _binds()) else str(work) + root
+        for name, root in repos.items()
+    }
+
+
+def _binds() -> list[Path]:
+    """What _ch_run binds into the image, each at its own path: our Spack, Python, caches."""
+    return sorted({pins.cache_dir(), pins.PROJECT_ROOT, Path(sys.base_prefix)})
 
 
 def _stamp(recipe_text: str) -> str:
@@ -256,8 +293,7 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
         (env_in_image / "spack.yaml").write_text(slice_manifest(recipe_text))
 
         spack = str(gateway.SPACK)
-        with progress.step("concretizing the image's environment in ch-run"):
-            _ch_run(work, spack, "-e", IMAGE_ENV, "concretize", "--fresh")
+        _concretize(work)
         bench_sources.fill(env_in_image, git_sources.local_mirror())  # the slice's sources
         with progress.step(f"installing the slice {SLICE['CLIMSTACK_IMAGE_SLICE']} in ch-run"):
             _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")

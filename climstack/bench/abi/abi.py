@@ -106,18 +106,19 @@ def host_plan(host: abi_hosts.Host, out: Path, image: Path, kind="standard") -> 
     return made
 
 
-def command(plan, host, image: Path, argv, cwd: Path | None = None) -> list[str]:
-    """The command line of `argv` in the image on the host's launcher under the plan; with
-    `cwd`, that run directory is bound at /mnt (every image has it) and started in."""
+def command(plan, host, image: Path, argv, cwd: Path | None = None, ranks=RANKS) -> list[str]:
+    """The command line of `argv` in the image on the host's launcher under the plan (on
+    `ranks` ranks); with `cwd`, that run directory is bound at /mnt (every image has it) and
+    started in."""
     if cwd:
         plan = dataclasses.replace(plan, binds=[*plan.binds, [str(Path(cwd).resolve()), "/mnt"]])
     return launch.command(
         plan,
         runtimes.get(RUNTIME),
-        launchers.given(host.launch(RANKS)),
+        launchers.given(host.launch(ranks)),
         image,
         list(argv),
-        join=RANKS,  # one container for the node's ranks, as `bench local`: shared memory
+        join=ranks,  # one container for the node's ranks, as `bench local`: shared memory
         cwd="/mnt" if cwd else None,
     )
 

@@ -51,7 +51,8 @@ def preflight(plan, host, image: Path, roundtrip: Path, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(roundtrip, run_dir / roundtrip.name)
     found, reasons = {}, []
-    run = abi.command(plan, host, image, [PREFLIGHT], run_dir)
+    # one rank: where mpif_check_environment aborts, no other rank's abort cuts its output
+    run = abi.command(plan, host, image, [PREFLIGHT], run_dir, ranks=1)
     info = process.run(run, f"{PREFLIGHT} on {host.title}", env=abi.host_env(host),
                        timeout=300, check=False)  # fmt: skip
     found["loaded"] = _after(info.stdout, "MPI library loaded from:")

@@ -8,7 +8,6 @@ page's A/A cells, those rates bound how many may claim an effect (`most_claims`)
 import math
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from climstack.bench.precise.stopping import Rule
 from climstack.bench.report import stats
@@ -18,6 +17,8 @@ TRIALS = 4000
 
 def _intervals(draws: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
     """Per trial and n (2..cap): the interval's (low, high) in logs, as stats.estimate."""
+    from scipy.stats import t as student_t  # here: scipy takes ~1 CPU-s to import
+
     n = np.arange(1, draws.shape[1] + 1)
     mean = np.cumsum(draws, axis=1) / n
     square = np.cumsum(draws**2, axis=1)

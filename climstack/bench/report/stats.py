@@ -18,8 +18,6 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from scipy.stats import t as student_t
-
 WITHIN = 0.02  # the band the verdicts, the plot and the docs call "within 2%"
 CONFIDENCE = 0.95
 METHOD = f"{CONFIDENCE:.0%} t-interval of the geometric mean of the paired ratios over repeats"
@@ -86,6 +84,8 @@ def estimate(ratios: Iterable[float | Ratio]) -> Estimate | None:
     centre = statistics.fmean(logs)
     if len(logs) < 2:
         return Estimate(math.exp(centre), None, None, 1)
+    from scipy.stats import t as student_t  # here: scipy takes ~1 CPU-s to import
+
     half = student_t.ppf((1 + CONFIDENCE) / 2, len(logs) - 1) * statistics.stdev(logs)
     half = max(half / math.sqrt(len(logs)), statistics.fmean(r.bound for r in ratios))
     return Estimate(math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(logs))

@@ -4,7 +4,8 @@ image's build on a bind plan, `climstack bind`'s, with the catalogue's host fami
 
 Container modes launch one container per rank from the host's `mpiexec`, as on a Cray;
 under Charliecloud the ranks of the node join one container (`ch-run --join`). Each
-program is verified under its mode's plan (`climstack verify`) before it runs.
+program is verified under its mode's plan (`climstack verify`) before it first runs (once
+per mode: its repeats run the same file of the same image under the same plan).
 """
 
 from dataclasses import dataclass, replace
@@ -100,7 +101,23 @@ def container(
         image_path = target or image_dir
         return launch.command(made, chosen, given, image_path, program, ranks, ranks, cwd)
 
+    verified: dict[str, str | LookupError] = {}  # program -> its path, or why it cannot run
+
     def locate(benchmark):
+        """The program's path in the image, verified under the mode's plan; LookupError if
+        the image lacks it or verify refuses it. Verified once per program: every repeat
+        runs the same file of the same image under the same plan, so a repeat would only
+        get the same report again (each costs up to seconds: the image's ld.so asked)."""
+        if benchmark.argv[0] not in verified:
+            try:
+                verified[benchmark.argv[0]] = _locate(benchmark)
+            except LookupError as why:
+                verified[benchmark.argv[0]] = why
+        if isinstance(found := verified[benchmark.argv[0]], LookupError):
+            raise LookupError(*found.args)
+        return found
+
+    def _locate(benchmark):
         path = in_image(image_dir, f"{image.VIEW}/{benchmark.argv[0]}")
         if not path:
             raise LookupError(

@@ -36,13 +36,16 @@ GIT_SOURCES = (
     GitSource("benchio-adios2", "https://github.com/davidhenty/benchio.git"),
     GitSource("adios2", "https://github.com/ornladios/ADIOS2.git"),
     GitSource("mpif", "https://github.com/eschnett/mpif.git"),
+    GitSource("mpi-abi-wrapper", "https://github.com/eschnett/mpi_abi_wrapper.git"),
 )
 #: git versions whose archive is assembled (`git archive`, submodules included) rather
-#: than cloned in full by `spack mirror create`: MOM6's recipe pin and the FMS 2023.03
-#: commit site/offline requires
+#: than cloned in full by `spack mirror create`: MOM6's recipe pin, the FMS 2023.03
+#: commit site/offline requires and mpi_abi_wrapper's recipe pin (the fetched copy lacks
+#: one blob, doc/mpi50-report.pdf, which its build never reads: a checkout fails)
 ASSEMBLED = {
     "mom6": "df2cd1265006eb2e98cd9471a8f77c6d8a1c1135",
     "fms": "527a42f3ff36d75aac68b65757b35f73a74146bb",
+    "mpi-abi-wrapper": "39ee1a3cc33edc82611ec22e2efe17868908fc9a",
 }
 #: the I/O layers' sources (environments/stack.yaml `io_layers`), which only the Cray
 #: sites' environments and the image hold
