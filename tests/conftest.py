@@ -78,6 +78,17 @@ def image(tmp_path_factory):
     assert tree(cached) == before, f"the tests changed the cached image {cached}"
 
 
+@pytest.fixture(scope="module")
+def abi_image():
+    """The MPI-5 standard ABI image (containers/mpi-abi), a tests' copy of its directory."""
+    from climstack.image import image as images_
+    from climstack_dev import images
+
+    if not all(map(shutil.which, ("ch-run", "mmdebstrap", "patchelf"))):
+        pytest.skip("needs Debian's charliecloud, mmdebstrap and patchelf (bin/setup)")
+    return images_.build("container-mpi-abi", images.image_dir("container-mpi-abi"))
+
+
 def tree(root) -> set[str]:
     """Every path under root (what prepare_image would add to)."""
     return {os.path.join(top, name) for top, dirs, files in os.walk(root) for name in dirs + files}

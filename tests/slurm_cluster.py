@@ -203,3 +203,16 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def run_step(plan, image: Path, argv: list[str], directory: Path, timeout=240) -> tuple[int, str]:
+    """`argv` in `image` under `plan` as a 2-rank Slurm step (`climstack slurm`'s script
+    for site local) on a cluster started in `directory`: the exit code and the output."""
+    from climstack.inputs import sites
+    from climstack.jobs import slurm
+
+    text = slurm.script(sites.get("local"), plan, str(image), [slurm.Component(2, 2, argv)])
+    script = directory / "step.sbatch"
+    script.write_text(text)
+    with started(directory / "cluster") as cluster:
+        return cluster.sbatch_wait(script, timeout=timeout)

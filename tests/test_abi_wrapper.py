@@ -22,8 +22,6 @@ from climstack.common import wheels
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
-from climstack.jobs import slurm
-from climstack_dev import images
 
 NAME = "container-mpi-abi"
 PROBE = f"{abi.VIEW}/bin/mpi-probe"
@@ -33,13 +31,6 @@ LIBRARY = {
     "debian-mpich": "MPICH Version: 4.0.2",
     "openmpi-5": "Open MPI v5.0.11",
 }
-
-
-@pytest.fixture(scope="module")
-def abi_image():
-    if not all(map(shutil.which, ("ch-run", "mmdebstrap"))):
-        pytest.skip("needs Debian's charliecloud and mmdebstrap (bin/setup installs them)")
-    return image.build(NAME, images.image_dir(NAME))
 
 
 @pytest.fixture(scope="module")
@@ -224,11 +215,7 @@ def test_the_image_runs_as_a_slurm_step_on_mpich_3_4_3(abi_image, hosts, tmp_pat
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (Debian slurm-wlm, munge)")
     made = abi.host_plan(hosts["mpich-3.4.3"], tmp_path / "plan", abi_image)
-    text = slurm.script(sites.get("local"), made, str(abi_image), [slurm.Component(2, 2, [PROBE])])
-    script = tmp_path / "abi.sbatch"
-    script.write_text(text)
-    with slurm_cluster.started(tmp_path / "cluster") as cluster:
-        code, output = cluster.sbatch_wait(script)
+    code, output = slurm_cluster.run_step(made, abi_image, [PROBE], tmp_path)
     assert code == 0, output
     found = verify.parse_probe(output)
     assert " ".join(found["library"].split()).startswith(LIBRARY["mpich-3.4.3"]), output

@@ -24,23 +24,14 @@ from climstack.check import verify
 from climstack.errors import ClimstackError
 from climstack.image import build_args, image
 from climstack.inputs import sites
-from climstack.jobs import slurm
 from climstack.bench.abi import abi_hosts
 from climstack.stack import containers, environments, lock_cache
-from climstack_dev import images
 from climstack_dev.programs import compile_probe, mpich, spoiled_standard_plan
 
 NAME = "container-mpi-abi"
 PROBE = f"{abi.VIEW}/bin/mpi-probe"
 #: the image's programs verify reads: the probe, an OSU benchmark, NetCDF-Bench (HDF5, NetCDF)
 PROGRAMS = (PROBE, abi.image_program("osu_latency"), f"{abi.VIEW}/bin/benchtool")
-
-
-@pytest.fixture(scope="module")
-def abi_image():
-    if not all(map(shutil.which, ("ch-run", "mmdebstrap"))):
-        pytest.skip("needs Debian's charliecloud and mmdebstrap (bin/setup installs them)")
-    return image.build(NAME, images.image_dir(NAME))
 
 
 @pytest.fixture(scope="module")
@@ -305,11 +296,7 @@ def test_the_image_runs_as_a_slurm_step_on_mpich(abi_image, hosts, tmp_path):
     if missing:
         pytest.skip(f"needs {', '.join(missing)} (Debian slurm-wlm, munge)")
     made = abi.host_plan(hosts["mpich"], tmp_path / "plan", abi_image)
-    text = slurm.script(sites.get("local"), made, str(abi_image), [slurm.Component(2, 2, [PROBE])])
-    script = tmp_path / "abi.sbatch"
-    script.write_text(text)
-    with slurm_cluster.started(tmp_path / "cluster") as cluster:
-        code, output = cluster.sbatch_wait(script)
+    code, output = slurm_cluster.run_step(made, abi_image, [PROBE], tmp_path)
     assert code == 0, output
     found = verify.parse_probe(output)
     assert found["library"].startswith("MPICH Version:") and found["abi"] == "1.0", output

@@ -18,20 +18,10 @@ from climstack.bind import elf
 from climstack.bind import plan as plans
 from climstack.check import verify
 from climstack.image import image, image_check
-from climstack.inputs import sites
-from climstack.jobs import slurm
-from climstack_dev import images
 from climstack_dev.programs import spoiled_standard_plan
 
 NAME = "container-mpi-abi"
 MPIF_INFO = abi_model.PREFLIGHT
-
-
-@pytest.fixture(scope="module")
-def abi_image():
-    if not all(map(shutil.which, ("ch-run", "mmdebstrap", "patchelf"))):
-        pytest.skip("needs Debian's charliecloud, mmdebstrap and patchelf (bin/setup)")
-    return image.build(NAME, images.image_dir(NAME))
 
 
 @pytest.fixture(scope="module")
@@ -211,12 +201,8 @@ def test_mom6_runs_in_the_image_as_a_slurm_step_on_mpich(abi_image, planned, tmp
     host, plan = planned["mpich"]
     bound = dataclasses.replace(plan, binds=[*plan.binds, [str(run_dir), "/mnt"]])
     argv = ["/bin/sh", "-c", f"cd /mnt && exec {abi_model.MODEL}"]
-    text = slurm.script(sites.get("local"), bound, str(abi_image), [slurm.Component(2, 2, argv)])
-    script = tmp_path / "mom6.sbatch"
-    script.write_text(text)
-    with slurm_cluster.started(tmp_path / "cluster") as cluster:
-        code, output = cluster.sbatch_wait(script, timeout=600)
+    code, output = slurm_cluster.run_step(bound, abi_image, argv, tmp_path, timeout=600)
     assert code == 0, output[-3000:]
-    clocks, ranks = cases.clock_table(output, str(script))
+    clocks, ranks = cases.clock_table(output, str(tmp_path / "step.sbatch"))
     assert ranks == 2 and clocks[cases.MAIN_LOOP] > 0
     assert (run_dir / "ocean.stats").read_text().count("\n") >= 4
