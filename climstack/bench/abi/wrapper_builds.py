@@ -86,8 +86,12 @@ def prefixes(names=tuple(HOSTS), spack: Spack = DEFAULT) -> dict[str, Path]:
             fix=f"name one of {', '.join(HOSTS)}",
         )
     manifest = _manifest()
+    # the manifest names this checkout's repo/ and site/offline: keyed by their contents,
+    # not by where the checkout is (CI's fresh clone reuses the builds)
+    text = yaml.safe_dump(manifest, sort_keys=True).replace(str(pins.PROJECT_ROOT), "<project>")
     key = stamp.digest(
-        yaml.safe_dump(manifest, sort_keys=True),
+        text,
+        SITES_DIR / "offline",
         RECIPE,
         _local_externals() / "packages.yaml",
         pins.SPACK.commit,
