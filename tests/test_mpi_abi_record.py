@@ -80,7 +80,7 @@ def test_the_record_is_read_with_every_comparison_made_from_the_runs_files(cache
     out = make_record(cache)
     record = abi.recorded(KEY)
     assert record["directory"] == str(out)
-    assert set(record["netcdf"]) == {"mpich vs intel", "mpich vs openmpi"}
+    assert set(record["netcdf"]) == {f"mpich vs {name}" for name in abi_hosts.NAMES[1:]}
     assert all(v["variables"] == 1 and not v["differences"] for v in record["netcdf"].values())
     model = record["model"]
     # ocean.stats, prog.nc's temp and ice/thick, the restart's Temp: counted here, not read
