@@ -105,9 +105,14 @@ def spack_install(site) -> str:
     return prefix if found.returncode == 0 and Path(prefix).is_dir() else ""
 
 
+def same_abi(one: str, other: str) -> bool:
+    """Are two MPI libraries (`libmpi.so.12`, `libmpich.so.12`, ...) of one ABI?"""
+    return SAME.get(one, one) == SAME.get(other, other)
+
+
 def matches(wrapper: Wrapper, host_library: str) -> bool:
     """Is the wrapper linked to the ABI of the host MPI's library (`libmpi.so.12`, ...)?"""
-    return SAME.get(wrapper.wraps, wrapper.wraps) == SAME.get(host_library, host_library)
+    return same_abi(wrapper.wraps, host_library)
 
 
 def mismatch(wrapper: Wrapper, host_library: str, host: str) -> str:

@@ -32,7 +32,7 @@ def check(report: Report, plan: Plan, planned: loader.View, through: str) -> loa
     )
     linked = [name for name in closure.root.info.needed if name in abi_wrapper.WRAPPED]
     built = linked[0] if linked else "no MPI library"
-    if not host or built not in abi_wrapper.WRAPPED or not _same(built, host):
+    if not host or built not in abi_wrapper.WRAPPED or not abi_wrapper.same_abi(built, host):
         report.problems.append(
             f"{BACK} (= {closure.root.host}) is built against "
             f"{abi_wrapper.WRAPPED.get(built, built)} ({built}), but the plan's host MPI "
@@ -65,11 +65,6 @@ def check(report: Report, plan: Plan, planned: loader.View, through: str) -> loa
         "lacking": len(lacking),
     }
     return closure
-
-
-def _same(one: str, other: str) -> bool:
-    same = abi_wrapper.SAME
-    return same.get(one, one) == same.get(other, other)
 
 
 def confirm(report: Report, plan: Plan, runtime_image, tree: Path, closure, through: str):
