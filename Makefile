@@ -24,7 +24,7 @@ local:
 # one pytest process per CPU, each running whole modules (module fixtures built once), in
 # the order tests/conftest.py gives them (not xdist's largest-module-first)
 test: setup
-	.venv/bin/python -m pytest -v -rfEs -n $(shell nproc) --dist loadfile --no-loadscope-reorder tests
+	.venv/bin/python -m pytest -v -rfEs -n $(shell nproc) --dist loadfile --no-loadscope-reorder --durations=20 tests
 
 bench: setup
 	.venv/bin/python benchmarks/concretize_times.py

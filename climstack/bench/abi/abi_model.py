@@ -6,7 +6,8 @@ trip every Fortran binding over the C ABI makes (handle_roundtrip.c, compiled on
 the ABI's mpi.h). A host that fails either is refused by name and keeps its row; the
 others run the benchmark case (cases/mom6-benchmark), whose outputs (ocean.stats, the
 NetCDF files, the restart) are compared bit for bit across hosts and between the layouts
-1x2 and 2x1 on the first host (bench.model.bitwise). Main-loop times per host and repeat.
+1x2 and 2x1 on the first host (bench.model.bitwise). Each host runs once; the host paired
+with the native MOM6 runs every repeat, the pairs' ratio being the wrapper's measured cost.
 """
 
 import json
@@ -149,9 +150,9 @@ def run_model(plan, host, image: Path, run_dir: Path, layout: str) -> cases.Case
     )
 
 
-def mpich_abi_runs(hosts: dict, mpich_image: Path, out: Path, repeats: int) -> dict:
-    """The MPICH-ABI image's MOM6 (containers/archer2) on each host MPI that also has the
-    MPICH ABI with Fortran (libmpi.so.12, libmpifort.so.12): name -> main-loop times."""
+def mpich_abi_runs(hosts: dict, mpich_image: Path, out: Path) -> dict:
+    """The MPICH-ABI image's MOM6 (containers/archer2) once on each host MPI that also has
+    the MPICH ABI with Fortran (libmpi.so.12, libmpifort.so.12): name -> [main-loop time]."""
     found = {}
     for name, host in hosts.items():
         lib = host.root / host.prefix.lstrip("/") / "lib"
@@ -159,18 +160,17 @@ def mpich_abi_runs(hosts: dict, mpich_image: Path, out: Path, repeats: int) -> d
             continue
         plan = abi.host_plan(host, out, mpich_image, kind="mpich")
         with progress.step(f"the MPICH-ABI image's MOM6 on {host.title}"):
-            found[name] = [
-                run_model(plan, host, mpich_image, out / f"{name}-{n + 1}", LAYOUTS[0]).main_loop_s
-                for n in range(repeats)
-            ]
+            found[name] = [run_model(plan, host, mpich_image, out / name, LAYOUTS[0]).main_loop_s]
     return found
 
 
 def compare(image: Path, out: Path, planned: dict, repeats: int = 1, mpich_image=None) -> dict:
-    """Preflight every host of `planned` (name -> (Host, Plan)), run MOM6 `repeats` times on
-    each that passed (hosts rotated per repeat), and the other layout once on the first;
-    with `mpich_image`, the MPICH-ABI image's MOM6 where the host has that ABI too. The
-    record: per host its preflight and main-loop times, and the comparisons."""
+    """Preflight every host of `planned` (name -> (Host, Plan)), run MOM6 once on each that
+    passed, and the other layout once on the first; NATIVE_HOST, paired with the native
+    build, runs `repeats` times (its ratio is the wrapper's measured cost; the others'
+    outputs are compared, their times only shown). With `mpich_image`, the MPICH-ABI
+    image's MOM6 once where the host has that ABI too. The record: per host its preflight
+    and main-loop times, and the comparisons."""
     roundtrip = roundtrip_program(out / "roundtrip")
     hosts = {}
     for name, (host, plan) in planned.items():
@@ -181,7 +181,10 @@ def compare(image: Path, out: Path, planned: dict, repeats: int = 1, mpich_image
     runs: dict[str, list[Path]] = {name: [] for name in running}
     native = native_program() if NATIVE_HOST in running else ""
     for repeat in range(repeats if running else 0):
-        order = running[repeat % len(running) :] + running[: repeat % len(running)]
+        these = running if repeat == 0 else [NATIVE_HOST] if native else []
+        if not these:
+            break
+        order = these[repeat % len(these) :] + these[: repeat % len(these)]
         with progress.step(f"MOM6 repeat {repeat + 1} of {repeats} on {', '.join(order)}"):
             for name in order:
                 host, plan = planned[name]
@@ -211,6 +214,6 @@ def compare(image: Path, out: Path, planned: dict, repeats: int = 1, mpich_image
                             **abi.compared_runs(reference, other)}  # fmt: skip
     if mpich_image is not None:
         hosts_ = {name: host for name, (host, _) in planned.items()}
-        for name, times in mpich_abi_runs(hosts_, mpich_image, out / "mpich-abi", repeats).items():
+        for name, times in mpich_abi_runs(hosts_, mpich_image, out / "mpich-abi").items():
             hosts[name]["mpich_abi_main_loop_s"] = times
     return record
