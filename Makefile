@@ -31,6 +31,7 @@ bench: setup
 	.venv/bin/python benchmarks/bind_vs_native.py
 	.venv/bin/python benchmarks/bench_modes.py
 	.venv/bin/python benchmarks/plugin_parity.py
+	.venv/bin/python benchmarks/podman_launch.py
 	.venv/bin/python benchmarks/buildcache_speedup.py
 	.venv/bin/python benchmarks/buildcache_speedup.py --registry
 	.venv/bin/python benchmarks/workflow_times.py

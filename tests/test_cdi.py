@@ -214,6 +214,12 @@ def test_podman_hpc_module_loads_with_podman_hpcs_own_code(plan, tmp_path):
     assert "--ipc=host" in args and "--pid=host" in args and "--env=PMI_*" in args
     assert f"--env=LD_LIBRARY_PATH={planner.LINKS_DIR}" in args
     assert args[-2:] == ["-e", "ENABLE_CLIMSTACK_LOCAL=1"]  # what makes its hook bind
+    # one container per node, its ranks joined: without the variables of separate ranks
+    # (UCX_TLS=^cma made rendezvous messages 10x slower, benchmarks/podman_launch.py)
+    assert config.shared_run is True  # podman-hpc's own reading of the module
+    assert plan.separate_env and not any(
+        a.startswith(f"--env={key}=") for key in plan.separate_env for a in args
+    )
 
 
 def test_podman_hpc_refuses_a_path_its_rules_cannot_carry(plan):

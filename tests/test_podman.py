@@ -2,16 +2,21 @@
 mpi-probe in the probe image, launched on 2 ranks from outside the container as on a Cray,
 loads the host MPI in bind mode; the spec's mounts arrive read-only and its variables set;
 verify accepts and refuses the same programs as under Charliecloud, the image's own ld.so
-asked under podman, in a container of the user's spec where `verify --cdi` judged one. Every
-container is removed (`--rm`; checked at the end by label)."""
+asked under podman, in a container of the user's spec where `verify --cdi` judged one. A
+joined launch (`bench`, Slurm jobs) runs one container per node, its ranks `podman exec`ed
+into it, removed after a failure and a SIGTERM too. Every container is removed (checked at
+the end by label)."""
 
-import shlex
+import os
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import slurm_cluster
 import yaml
 from conftest import tree
 
@@ -20,13 +25,14 @@ from climstack.bind import cdi
 from climstack.bind import plan as planner
 from climstack.check import verify
 from climstack.inputs import sites
-from climstack.launch import runtimes
+from climstack.launch import launch, launchers, runtimes
 from climstack.launch.runtimes import podman
 from climstack_dev import programs as helpers
 
 BIN = "/opt/probe/bin"
 PODMAN = runtimes.get("podman")
 CHARLIECLOUD = runtimes.get("charliecloud")
+MPIEXEC = launchers.given(["mpiexec.mpich", "-n", "2"])
 HOSTS = {
     "debian": (helpers.debian_mpich, "MPICH Version:\t4.0.2"),
     "mpich-3.4.3": (lambda: helpers.mpich("3.4.3"), "MPICH Version:\t3.4.3"),
@@ -163,10 +169,71 @@ def test_the_oracle_runs_the_users_spec_under_podman(image, plans, tmp_path):
     assert all("nosuid" in o.split(",") for o in options["own"].values()), options
 
 
-def test_job_step_runs_the_same_command(plans, image):
+#: what each rank prints: its container (the mount namespace) and whether it has the
+#: variables of separate ranks (they switch UCX's CMA off: 10x slower above 8 KiB)
+WHERE = 'echo "rank $(readlink /proc/self/ns/mnt) UCX_TLS=${UCX_TLS:-}"; exec "$0"'
+
+
+def ranks_seen(output: str) -> list[tuple[str, str]]:
+    return [tuple(line.split()[1:3]) for line in output.splitlines() if line.startswith("rank ")]
+
+
+def test_joined_ranks_share_one_container_per_launch_then_it_is_gone(plans, image, tmp_path):
+    """`join`: the launch creates one container, both ranks `podman exec` into it with the
+    spec's variables but not separate_env, mpi-probe loads the host MPI; without `join`
+    each rank has its own. No container is left (the module's fixture checks the label)."""
     plan, _ = plans["debian"]
-    lines, step = PODMAN.job_lines(plan, str(image), [helpers.BASE_PROBE], here=True)
-    assert lines == [] and '"--workdir=$PWD"' in step
-    assert shlex.split(step.replace('"--volume=$PWD:$PWD" "--workdir=$PWD"', ""))[-1] == (
-        helpers.BASE_PROBE
-    )
+    argv = ["sh", "-c", WHERE, helpers.BASE_PROBE]
+    seen = {}
+    for join in (2, 0):
+        command = launch.command(plan, PODMAN, MPIEXEC, image, argv, 2, join, str(tmp_path))
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        probe = verify.parse_probe(proc.stdout)
+        assert probe["ranks"] == "2" and probe["loaded"] == f"{planner.LINKS_DIR}/libmpi.so.12"
+        seen[join] = ranks_seen(proc.stdout)
+    assert len(seen[2]) == 2 and len({ns for ns, _ in seen[2]}) == 1, seen
+    assert {tls for _, tls in seen[2]} == {"UCX_TLS="}, "joined ranks keep UCX's CMA"
+    assert len({ns for ns, _ in seen[0]}) == 2, seen  # one container per rank
+    assert not ours()
+
+
+def test_a_failed_or_interrupted_launch_leaves_no_container(plans, image):
+    """A rank's exit status is the launch's, and its container is removed; a launch
+    stopped by SIGTERM (Ctrl-C, a job's time limit) removes it too."""
+    plan, _ = plans["debian"]
+    failing = launch.command(plan, PODMAN, MPIEXEC, image, ["sh", "-c", "exit 3"], 2, 2)
+    assert subprocess.run(failing, capture_output=True, timeout=300).returncode == 3
+    assert not ours()
+    waiting = launch.command(plan, PODMAN, MPIEXEC, image, ["sleep", "600"], 2, 2)
+    proc = subprocess.Popen(waiting, start_new_session=True, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not ours() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ours(), "the node's container never started"
+        time.sleep(2)  # the ranks inside it
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=120) != 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert not ours(), "the interrupted launch left its container"
+
+
+def test_a_slurm_job_runs_one_container_per_node_and_removes_them(plans, image, tmp_path):
+    """`climstack slurm`'s script with the podman plan, 2 ranks on the 2 virtual nodes of a
+    real Slurm cluster: a container per node created before the step, each rank joined
+    to its node's (two containers), mpi-probe loads the host MPI through srun's PMI; none
+    left when the job ends."""
+    missing = slurm_cluster.missing_binaries()
+    if missing:
+        pytest.skip(f"needs Slurm and munge (bin/setup installs them): {', '.join(missing)}")
+    plan, _ = plans["debian"]
+    code, output = slurm_cluster.run_step(plan, image, ["sh", "-c", WHERE, helpers.BASE_PROBE],
+                                          tmp_path)  # fmt: skip
+    assert code == 0, output
+    probe = verify.parse_probe(output)
+    assert probe["ranks"] == "2" and probe["loaded"] == f"{planner.LINKS_DIR}/libmpi.so.12"
+    assert len({ns for ns, _ in ranks_seen(output)}) == 2, output
+    assert not ours(), "the job left its containers"

@@ -36,7 +36,9 @@ def module_of(plan: Plan) -> dict:
                 )
     name = name_of(plan)
     args = [f"--env={pattern}" for pattern in LAUNCHER_ENV]
-    args += [f"--env={key}={value}" for key, value in sorted(plan.runtime_env().items())]
+    args += [
+        f"--env={key}={value}" for key, value in sorted(plan.runtime_env(joined=True).items())
+    ]
     args += ["--ipc=host", "--pid=host"]
     return {
         "name": name,
@@ -45,7 +47,7 @@ def module_of(plan: Plan) -> dict:
         f"({plan.mpi.get('version', 'the image MPI')})",
         "env": f"ENABLE_{name.upper().replace('-', '_')}",
         "conflicts": list(CONFLICTS),
-        "shared_run": False,
+        "shared_run": True,  # one container per node, its ranks joined (as `bench` runs)
         "additional_args": args,
         "bind": [f"{src}:{dst}" for src, dst in plan.binds]
         + [f"{node}:{node}" for node in plan.devices],

@@ -19,10 +19,9 @@ def command(
 ) -> list[str]:
     """The host command line: `argv` in `image` on `ranks` ranks; `join`: ranks of a node
     that may share one container (where the runtime can); `cwd`: where it starts in it."""
-    exec_args = runtime.exec_args(
-        plan, str(image), remedied(plan, image, argv), join=join, cwd=cwd
+    return runtime.launch_args(
+        plan, str(image), launcher.argv(ranks), remedied(plan, image, argv), join, cwd
     )
-    return [*launcher.argv(ranks), *exec_args]
 
 
 def launch(

@@ -102,8 +102,8 @@ ROWS = [
     ),
     ModeRow(
         "bind-cdi",
-        "bind, the plan applied by podman as a CDI spec (one container per rank, the host's "
-        "IPC and PID namespaces)",
+        "bind, the plan applied by podman as a CDI spec (one container per node, its ranks "
+        "joined by podman exec; the host's IPC and PID namespaces)",
         "podman + CDI",
         "bind",
         runtime="podman",

@@ -2,8 +2,9 @@
 the same benchmark: native (the host's build on the host MPI) or a container mode (the
 image's build on a bind plan, `climstack bind`'s, with the catalogue's host families).
 
-Container modes launch one container per rank from the host's `mpiexec`, as on a Cray;
-under Charliecloud the ranks of the node join one container (`ch-run --join`). Each
+Container modes launch the ranks from the host's `mpiexec`, as on a Cray; the ranks of
+the node join one container where the runtime can (`ch-run --join`, podman's `exec` into
+the node's container), else each has its own (Apptainer). Each
 program is verified under its mode's plan (`climstack verify`) before it first runs (once
 per mode: its repeats run the same file of the same image under the same plan).
 """

@@ -71,8 +71,9 @@ def adios2_xml(engine: str) -> str:
 
 OSU = "libexec/osu-micro-benchmarks/mpi"
 SIZES = "1:65536"
-#: an OSU run takes seconds; Debian's MPICH 4.0.2 on UCX, one rank per podman container
-#: (bind-cdi), hangs in MPI_Finalize in about 1 run of 6 after printing every result
+#: an OSU run takes seconds; Debian's MPICH 4.0.2 on UCX with UCX_TLS=^cma (rendezvous
+#: over TCP: ranks in podman containers of their own) hung in MPI_Finalize in 6 runs of 60
+#: after printing every result (docs/bind-runtime.md); bind-cdi's joined ranks in none
 OSU_HUNG_AFTER = 60
 #: attempts of a run that hangs, in all
 HANG_ATTEMPTS = 3

@@ -49,6 +49,14 @@ class Runtime(ABC):
         `join` > 0: that many ranks of a node may share one container, where the runtime
         can (otherwise it is ignored); `cwd`: the working directory in the container."""
 
+    def launch_args(
+        self, plan, image: str, launcher: list[str], command: list[str], join: int = 0,
+        cwd: str | None = None,
+    ) -> list[str]:  # fmt: skip
+        """The host command line that starts `launcher` (its argv for the ranks) with each
+        rank running `command` in the image: by default the launcher, then exec_args."""
+        return [*launcher, *self.exec_args(plan, image, command, join=join, cwd=cwd)]
+
     @abstractmethod
     def job_lines(
         self, plan, image: str, command: list[str], here: bool = False

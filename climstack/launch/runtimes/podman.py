@@ -3,9 +3,16 @@
 A user's spec that `verify --cdi` accepted runs as written (the oracle's variable beside it,
 as `--env`). The spec stays in a spec directory of the plan's: `--cdi-spec-dir` where podman
 has it (>= 4.7), else bound over /var/run/cdi in a private mount namespace (podman 4.3 reads
-only /etc/cdi and /var/run/cdi). Each rank runs in its own container, with the host's IPC,
-PID and network namespaces (shared memory between ranks, as podman-hpc's MPI modules), the
-launcher's variables, and Hydra's or Slurm's PMI socket (PMI_FD) passed as fd 3.
+only /etc/cdi and /var/run/cdi). Containers have the host's IPC, PID and network namespaces
+(as podman-hpc's MPI modules).
+
+A launch whose ranks may share a container (`join`: `bench`, Slurm jobs) gets one container
+per node, as podman-hpc's `shared_run`: created before the launcher starts (`sleep
+infinity`), each rank a `podman exec` into it with the launcher's variables, the spec's
+(exec does not apply CDI edits) and Hydra's or Slurm's PMI socket (PMI_FD) passed as fd 3;
+removed when the launch ends, also on failure or a signal (a SIGKILLed launch leaves it to
+`bench`'s stop, by label). Otherwise each rank (a probe, the oracle) runs in a container of
+its own, `podman run`.
 
 What a host needs beyond the defaults is found by trying (`settings`, once per image): a
 runtime without cgroup v1 support (crun's "cgroups in hybrid mode") falls back to runc, a
@@ -19,6 +26,7 @@ import resource
 import shlex
 import shutil
 import sys
+import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,11 +38,26 @@ from climstack.launch.runtimes.base import Runtime
 PROGRAM = "podman"
 #: the launchers' variables a rank needs (podman's --env takes a trailing *)
 LAUNCHER_ENV = ("PMI_*", "MPIR_*", "HYDRA_*", "SLURM_*", "PALS_*")
-#: the per-rank wrapper: PMI_FD (a socket of the launcher's) moved to fd 3, which
-#: `--preserve-fds=1` passes into the container
-RANK = (
+#: the per-rank wrapper, a bash of the host: PMI_FD (a socket of the launcher's) moved to fd 3,
+#: which `--preserve-fds=1` passes into the container (srun's is above 9, which dash's
+#: redirections cannot name)
+RANK_SHELL = "bash"
+PMI_TO_FD3 = (
     'if [ -n "${PMI_FD:-}" ]; then exec 3<&"$PMI_FD"; PMI_FD=3; export PMI_FD; '
-    'else exec 3</dev/null; fi; exec "$@"'
+    "else exec 3</dev/null; fi; "
+)
+RANK = PMI_TO_FD3 + 'exec "$@"'
+#: the node's container as its creator and its ranks name it: the launch's name, and the
+#: node's under Slurm (a node's ranks share one; virtual nodes may share a host)
+CONTAINER = '"$CLIMSTACK_PODMAN_CONTAINER${SLURMD_NODENAME:+-$SLURMD_NODENAME}"'
+#: a launch with one container per node: the name ($0) exported to the ranks, the
+#: container created ($1), removed when this shell exits ($2, also after a signal), then the
+#: launcher ("$@"), waited for in the background: a signal interrupts `wait` (not a
+#: foreground command), and removing the container ends the ranks in it (stdin kept, fd 4)
+NODE = (
+    f'export CLIMSTACK_PODMAN_CONTAINER="$0"; c={CONTAINER}; eval "$1" >/dev/null || exit; '
+    'trap "$2" EXIT; trap "exit 129" HUP; trap "exit 130" INT; trap "exit 143" TERM; '
+    'shift 2; exec 4<&0; "$@" <&4 4<&- & wait $!'
 )
 #: without --cdi-spec-dir: the spec directory ($0) bound over /var/run/cdi, this launch only
 SPEC_NAMESPACE = 'mkdir -p /var/run/cdi && mount --bind "$0" /var/run/cdi && exec "$@"'
@@ -152,44 +175,103 @@ class Podman(Runtime):
         program = shutil.which(PROGRAM)
         return settings(program, str(image)) if program else Settings()
 
-    def _parts(self, plan, image: str, cwd: str | None) -> tuple[list[str], list[str]]:
-        """(the command up to the image's options, the image's options): the spec directory
-        written (if absent; a user's spec judged by `verify --cdi`: that file as it is, the
-        plan's other variables beside it), the wrappers, podman's options."""
+    def _spec(self, plan, found: Settings) -> tuple[list[str], list[str], dict[str, str]]:
+        """(what runs podman so that it sees the spec directory, podman with its global
+        options, the variables given beside the spec): the spec directory written (if
+        absent; a user's spec judged by `verify --cdi`: that file as it is)."""
         directory, extra = cdi.runtime_spec(plan)
-        found = self.settings(image)
-        wrapper = ["sh", "-c", RANK, "climstack-rank"]
-        podman = [PROGRAM, *found.global_args]
+        podman, namespace = [PROGRAM, *found.global_args], []
         if found.spec_dir_option:
             podman += ["--cdi-spec-dir", str(directory)]
         else:
-            wrapper += ["unshare", "--mount", "--propagation", "private"]
-            wrapper += ["sh", "-c", SPEC_NAMESPACE, str(directory)]
-        run = [*podman, "run", "--rm", "--network=host", "--ipc=host", "--pid=host"]
-        run += [*found.run_args, "--preserve-fds=1", f"--label={LABEL}={plan.directory}"]
-        run += [f"--env={pattern}" for pattern in LAUNCHER_ENV]
+            namespace = ["unshare", "--mount", "--propagation", "private"]
+            namespace += ["sh", "-c", SPEC_NAMESPACE, str(directory)]
+        return namespace, podman, extra
+
+    def _run_options(self, plan, found: Settings, extra: dict[str, str]) -> list[str]:
+        """`podman run`'s options for a container of the plan (the spec as its device)."""
+        run = ["--network=host", "--ipc=host", "--pid=host", *found.run_args]
+        run += [f"--label={LABEL}={plan.directory}"]
         run += [f"--env={key}={value}" for key, value in sorted(extra.items())]
-        run += ["--device", cdi.device(plan)]
+        return run + ["--device", cdi.device(plan)]
+
+    def _parts(self, plan, image: str, cwd: str | None) -> tuple[list[str], list[str]]:
+        """(one rank's `podman run` up to the image's options, the image's options), with
+        the launcher's variables and its PMI socket."""
+        found = self.settings(image)
+        namespace, podman, extra = self._spec(plan, found)
+        run = [*podman, "run", "--rm", "--preserve-fds=1", *self._run_options(plan, found, extra)]
+        run += [f"--env={pattern}" for pattern in LAUNCHER_ENV]
         if cwd:  # where the program starts, and writes: writable, at its own path
             run += [f"--volume={cwd}:{cwd}", f"--workdir={cwd}"]
-        return [*wrapper, *run], image_args(image)
+        return [RANK_SHELL, "-c", RANK, "climstack-rank", *namespace, *run], image_args(image)
+
+    def _node(self, plan, image: str, command: list[str], cwd: str | None, here: bool = False):
+        """(the shell command that creates the node's container, the one that removes it,
+        each rank's command: a `podman exec` into it); the container is named by CONTAINER;
+        `cwd`: the start directory, bound at its own path; `here`: $PWD at run time."""
+        found = self.settings(image)
+        namespace, podman, extra = self._spec(plan, found)
+        create = [*namespace, *podman, "run", "--detach", "--rm"]
+        create += self._run_options(plan, found, extra)
+        volume = [f"--volume={cwd}:{cwd}"] if cwd else []
+        where = ' "--volume=$PWD:$PWD"' if here else ""
+        create_text = f"{shlex.join([*create, *volume])}{where} --name={CONTAINER} "
+        create_text += shlex.join([*image_args(image), "sleep", "infinity"])
+        remove = f'{shlex.join([*podman, "rm", "--force", "--time", "0"])} {CONTAINER}'
+        # exec applies none of the spec's edits but its mounts (made at run): the variables
+        # of joined ranks (no separate_env: UCX's CMA and proc-link shared memory stay on)
+        exec_ = [PROGRAM, *found.global_args, "exec", "--preserve-fds=1"]
+        exec_ += [f"--env={pattern}" for pattern in LAUNCHER_ENV]
+        env = {**plan.runtime_env(joined=True), **extra}
+        exec_ += [f"--env={key}={value}" for key, value in sorted(env.items())]
+        exec_ += [f"--workdir={cwd}"] if cwd else []
+        workdir = ' "--workdir=$PWD"' if here else ""
+        rank = f'{PMI_TO_FD3}exec {shlex.join(exec_)}{workdir} {CONTAINER} "$@"'
+        return (
+            create_text,
+            f"{remove} >/dev/null 2>&1",
+            [RANK_SHELL, "-c", rank, "climstack-rank", *command],
+        )
 
     def exec_args(
         self, plan, image: str, command: list[str], join: int = 0, cwd: str | None = None
     ) -> list[str]:
-        """One rank's `podman run` of command under the plan's spec; one container per rank
-        (`join` is ignored: the host's IPC namespace already shares memory)."""
+        """One rank's `podman run` of command under the plan's spec, in a container of its
+        own (`join` needs launch_args, which starts the node's container)."""
         head, image_part = self._parts(plan, str(image), cwd)
         return [*head, *image_part, *command]
+
+    def launch_args(
+        self, plan, image: str, launcher: list[str], command: list[str], join: int = 0,
+        cwd: str | None = None,
+    ) -> list[str]:  # fmt: skip
+        """`join` > 0: the launcher in a shell that creates the node's container first and
+        removes it when the launch ends; each rank joins it (`podman exec`). Shared memory
+        between ranks needs no container of its own (the host's IPC and PID namespaces):
+        one per node is podman-hpc's `shared_run`, and costs one `podman run` a launch."""
+        if not join:
+            return super().launch_args(plan, image, launcher, command, cwd=cwd)
+        create, remove, rank = self._node(plan, str(image), command, cwd)
+        name = f"climstack-{uuid.uuid4().hex[:12]}"
+        return ["sh", "-c", NODE, name, create, remove, *launcher, *rank]
 
     def job_lines(
         self, plan, image: str, command: list[str], here: bool = False
     ) -> tuple[list[str], str]:
-        """(no lines: the command carries the spec, the per-rank command); `here`: the
-        step's directory bound at its own path, and the start there."""
-        head, image_part = self._parts(plan, image, None)
-        where = ' "--volume=$PWD:$PWD" "--workdir=$PWD"' if here else ""  # at run time
-        return [], f"{shlex.join(head)}{where} {shlex.join([*image_part, *command])}"
+        """(lines that create one container per node of the job, `srun --ntasks-per-node=1`,
+        and remove them when the script exits; each rank's `podman exec` into its node's);
+        `here`: the step's directory bound at its own path, and the start there."""
+        create, remove, rank = self._node(plan, image, command, None, here)
+        name = f"climstack-{uuid.uuid4().hex[:8]}-$SLURM_JOB_ID"
+        per_node = "srun --ntasks-per-node=1 sh -c"
+        lines = [
+            "# podman: one container per node, its ranks joined (podman exec); removed at exit",
+            f'export CLIMSTACK_PODMAN_CONTAINER="{name}"',
+            f"trap {shlex.quote(f'{per_node} {shlex.quote(remove)}')} EXIT",
+            f"{per_node} {shlex.quote(create)} >/dev/null",
+        ]
+        return lines, shlex.join(rank)
 
     def check_image(self, plan, image: Path) -> None:
         if not plan.directory:
