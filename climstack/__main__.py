@@ -15,7 +15,7 @@ from climstack.errors import FAILED, ClimstackError, internal_error
 
 #: the user's commands, grouped as `climstack --help` lists them: (title, modules of cli/)
 GROUPS = (
-    ("build natively", ("drift", "check", "environments", "install")),
+    ("build natively", ("drift", "check", "environments", "install", "modules")),
     ("containers", ("containers", "image", "sif")),
     ("run at a centre", ("bind", "verify", "parity", "slurm")),
     ("benchmarks", ("bench", "run_case")),

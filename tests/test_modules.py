@@ -1,0 +1,114 @@
+"""The native stack as Lmod modules (`climstack modules`, Spack's `spack module lmod
+refresh` with site/local/modules): a user with Debian's Lmod and no Spack loads the MPI and
+netcdf-fortran, builds a NetCDF-Fortran MPI program with what the modules set, runs it on 2
+ranks and reads its file; the program links the stack's NetCDF, not the system's. Bad
+input is named: a site without module configuration, a root that cannot be written."""
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from climstack import pins
+from climstack.stack import environments, install
+
+LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
+CLIMSTACK = pins.PROJECT_ROOT / "bin" / "climstack"
+PROGRAM = """\
+program prog
+  use mpi
+  use netcdf
+  implicit none
+  integer :: ierr, rank, ncid, varid, dimid
+  call MPI_Init(ierr)
+  call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
+  if (rank == 0) then
+    call check(nf90_create("out.nc", NF90_CLOBBER, ncid))
+    call check(nf90_def_dim(ncid, "x", 4, dimid))
+    call check(nf90_def_var(ncid, "v", NF90_INT, [dimid], varid))
+    call check(nf90_enddef(ncid))
+    call check(nf90_put_var(ncid, varid, [1, 2, 3, 4]))
+    call check(nf90_close(ncid))
+  end if
+  print '(a,i0,a,a)', "rank ", rank, " netcdf ", trim(nf90_inq_libvers())
+  call MPI_Finalize(ierr)
+contains
+  subroutine check(status)
+    integer, intent(in) :: status
+    if (status /= NF90_NOERR) then
+      print *, trim(nf90_strerror(status)); stop 1
+    end if
+  end subroutine
+end program
+"""
+#: what a user types: no Spack, only the modules (Debian's mpif90 adds -L/usr/lib, so
+#: NetCDF-C's own -L goes on the line too, as nc-config gives it)
+SESSION = """\
+set -e
+. {init}
+module use {core}
+command -v spack && exit 9
+module -t avail 2>&1 | sed 's/^/avail: /'
+module load mpich netcdf-fortran
+module -t list 2>&1 | sed 's/^/loaded: /'
+mpif90 -o prog prog.f90 $(nf-config --fflags) $(nf-config --flibs) $(nc-config --libs)
+mpiexec -n 2 ./prog
+ncdump -h out.nc | sed 's/^/header: /'
+ldd prog | sed -n 's/^\\t*\\(libnetcdf[^ ]*\\) => \\([^ ]*\\).*/linked: \\1 \\2/p'
+"""
+
+
+def climstack(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([CLIMSTACK, *args], capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def prefixes():
+    found = install.installed(environments.resolve("local"))
+    if "netcdf-fortran" not in found:
+        pytest.fail("the local environment is not installed: run `make local` first")
+    return found
+
+
+def test_a_user_builds_and_runs_a_netcdf_fortran_mpi_program_with_the_modules(prefixes, tmp_path):
+    if not LMOD_INIT.is_file():
+        pytest.skip("needs Debian's lmod (bin/setup installs it)")
+    made = climstack("modules", "local", "--root", str(tmp_path / "tree"))
+    assert made.returncode == 0, made.stderr
+    core = made.stdout.split("module use ")[1].split()[0]
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "prog.f90").write_text(PROGRAM)
+    script = SESSION.format(init=LMOD_INIT, core=core)
+    user = ["env", "-i", f"HOME={tmp_path}", "PATH=/usr/bin:/bin", "bash", "-c", script]
+    proc = subprocess.run(user, capture_output=True, text=True, cwd=work, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    avail = {line.split()[1].split("/")[0] for line in lines if line.startswith("avail: ")}
+    assert {"mpich", "hdf5"} <= avail and "glibc" not in avail  # an implicit one: hidden
+    assert "netcdf-fortran" not in avail  # in the MPI's tree: it opens when the MPI loads
+    loaded = [line.split()[1] for line in lines if line.startswith("loaded: ")]
+    assert "mpich/4.0.2" in loaded and "netcdf-fortran/4.5.4" in loaded, loaded
+    ranks = sorted(line.split(" of ")[0] for line in lines if line.startswith("rank "))
+    assert ranks == ["rank 0 netcdf 4.9.3", "rank 1 netcdf 4.9.3"], lines  # the stack's
+    assert "header: \tx = 4 ;" in lines
+    linked = dict(line.split()[1:3] for line in lines if line.startswith("linked: "))
+    assert set(linked) == {"libnetcdff.so.7", "libnetcdf.so.22"}, linked  # not Debian's .so.19
+    assert linked["libnetcdf.so.22"].startswith(str(prefixes["netcdf-c"]))
+    assert linked["libnetcdff.so.7"].startswith(str(prefixes["netcdf-fortran"]))
+
+
+def test_a_site_without_module_configuration_is_named():
+    proc = climstack("modules", "archer2")
+    assert proc.returncode == 2
+    assert "site archer2 has no module configuration" in proc.stderr
+    assert "site/archer2/modules/modules.yaml is missing" in proc.stderr
+
+
+def test_a_root_that_cannot_be_written_is_named_and_nothing_is_written(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = climstack("modules", "local", "--root", str(blocker / "tree"))
+    assert proc.returncode == 2
+    assert f"module root {blocker / 'tree'}: {blocker} is not a directory" in proc.stderr
+    assert sorted(tmp_path.iterdir()) == [blocker]
