@@ -5,11 +5,16 @@ ranks and reads its file; the program links the stack's NetCDF, not the system's
 input is named: a site without module configuration, a root that cannot be written."""
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from climstack import pins
+from climstack.bind import plan as planner
+from climstack.check import verify
+from climstack.inputs import sites
+from climstack.launch import runtimes
 from climstack.stack import environments, install
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
@@ -112,3 +117,82 @@ def test_a_root_that_cannot_be_written_is_named_and_nothing_is_written(tmp_path)
     assert proc.returncode == 2
     assert f"module root {blocker / 'tree'}: {blocker} is not a directory" in proc.stderr
     assert sorted(tmp_path.iterdir()) == [blocker]
+
+
+# --- the image as a module
+
+
+@pytest.fixture(scope="module")
+def image_and_plan(tmp_path_factory):
+    """The ARCHER2 image `make local` built and the local bind plan under Charliecloud,
+    the plan's mount points in the image (as `bench local` makes them)."""
+    from climstack.bench.run.local import IMAGE
+    from climstack.image import image
+
+    image_dir = image.default_destination(IMAGE)
+    if not image_dir.is_dir():
+        pytest.fail(f"no image {image_dir}: run `make local` first")
+    made = planner.make_plan(sites.get("local"), environ={})
+    plan = planner.write(made, tmp_path_factory.mktemp("plan"))
+    runtimes.get("charliecloud").prepare_image(plan, image_dir)
+    return image_dir, plan
+
+
+def test_the_image_as_a_module_runs_its_programs_on_the_host_mpi_in_the_working_directory(
+    image_and_plan, tmp_path
+):
+    """`module load` the image's module: `mpiexec -n 2 mpi-probe` loads the host MPI in the
+    container (the plan's link), `ncgen` writes a file into the user's directory and
+    `ncdump -h` reads it back; the file is on the host."""
+    if not LMOD_INIT.is_file():
+        pytest.skip("needs Debian's lmod (bin/setup installs it)")
+    image_dir, plan = image_and_plan
+    root = tmp_path / "containers"
+    made = climstack("modules", "local", "--image", str(image_dir), "--plan", plan.directory,
+                     "--root", str(root), "--name", "archer2-image")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data.cdl").write_text("netcdf data {\ndimensions:\n  x = 3 ;\nvariables:\n"
+                                   "  int v(x) ;\ndata:\n  v = 1, 2, 3 ;\n}\n")  # fmt: skip
+    script = (
+        f". {LMOD_INIT}; module use {root}; module load archer2-image/latest; "
+        "command -v mpi-probe; mpiexec -n 2 mpi-probe; ncgen -o data.nc data.cdl; "
+        "ncdump -h data.nc"
+    )
+    user = ["env", "-i", f"HOME={tmp_path}", "USER=root", "PATH=/usr/bin:/bin", "bash", "-c",
+            script]  # fmt: skip
+    proc = subprocess.run(user, capture_output=True, text=True, cwd=work, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{root}/archer2-image/latest/bin/mpi-probe" in proc.stdout
+    probe = verify.parse_probe(proc.stdout)
+    assert probe["ranks"] == "2" and probe["loaded"] == f"{planner.LINKS_DIR}/libmpi.so.12"
+    assert probe["library"] == "MPICH Version:\t4.0.2"  # the host's, not the image's 3.4
+    assert "\tx = 3 ;" in proc.stdout and (work / "data.nc").stat().st_size > 0
+
+
+@pytest.mark.parametrize("case", ["no image", "no plan", "another site", "podman"])
+def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_path):
+    image_dir, plan = image_and_plan
+    args = ["--image", str(image_dir), "--plan", plan.directory, "--root", str(tmp_path / "m")]
+    expected = {
+        "no image": f"image {tmp_path / 'absent'} does not exist",
+        "no plan": f"{tmp_path / 'absent'}",
+        "another site": "is of site archer2, the module of local (site local)",
+        "podman": "publish the plan as a podman-hpc module",
+    }[case]
+    if case == "no image":
+        args[1] = str(tmp_path / "absent")
+    if case == "no plan":
+        args[3] = str(tmp_path / "absent")
+    if case in ("another site", "podman"):
+        other = (
+            replace(plan, site="archer2")
+            if case == "another site"
+            else replace(plan, runtime="podman")
+        )
+        args[3] = planner.write(other, tmp_path / "other").directory
+    proc = climstack("modules", "local", *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert expected in proc.stderr and "fix:" in proc.stderr
+    assert not (tmp_path / "m" / image_dir.name).exists()  # nothing half-written

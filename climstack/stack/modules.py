@@ -36,7 +36,7 @@ def _root_scope(root: Path, work: Path) -> Path:
     return scope
 
 
-def _writable(root: Path) -> None:
+def writable(root: Path) -> None:
     """`root` can be created or written, else an error naming it."""
     existing = next(p for p in (root, *root.parents) if p.exists())
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
@@ -45,6 +45,13 @@ def _writable(root: Path) -> None:
             f"module root {root}: {existing} {what}",
             fix="give a --root you can write, or create it with the right owner first",
         )
+
+
+def site_root(env_name: str) -> Path:
+    """The root of the tree the environment's site scope names."""
+    env_dir = environments.resolve(env_name)
+    scope = scope_of(environments.site_of(env_dir))
+    return _lmod_root(spack.DEFAULT.scoped(scope), env_dir)
 
 
 def refresh(env_name: str, root: Path | None = None) -> Path:
@@ -57,7 +64,7 @@ def refresh(env_name: str, root: Path | None = None) -> Path:
         scopes = [scope, *([_root_scope(root, Path(tmp))] if root else [])]
         gateway = spack.DEFAULT.scoped(*scopes)
         root = root or _lmod_root(gateway, env_dir)
-        _writable(root)
+        writable(root)
         existed = root.exists()
         try:
             gateway.run("module", "lmod", "refresh", "--delete-tree", "-y", env=env_dir,

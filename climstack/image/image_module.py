@@ -1,0 +1,103 @@
+"""An image as an Lmod module: for an image and a bind plan, `<root>/<name>/<version>.lua`
+puts `<root>/<name>/<version>/bin` on PATH, where each program of the image's view (`mom6`,
+`mpi-probe`, `ncdump`, ...) is a wrapper that runs it in the image under the plan, through
+the plan's runtime, started in the user's working directory (bound in). A launcher starts
+the wrappers as ranks (`mpiexec -n 2 mpi-probe`), each rank loading the host MPI.
+
+Written here, not by singularity-hpc: shpc's wrappers run `singularity`, `podman` or
+`docker` with the binds of one global setting (`bindpaths`), and have no Charliecloud; a
+plan carries its own binds and variables and names its runtime, whose command line
+climstack already writes (the runtime's job_lines). The tree is written whole, or not at
+all (a temporary directory renamed into place)."""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from climstack.common import atomic
+from climstack.errors import ClimstackError
+from climstack.image import image, image_check
+from climstack.launch import runtimes
+
+#: where the image's programs are
+BIN = f"{image.VIEW}/bin"
+
+
+def programs(image_dir: Path) -> list[str]:
+    """The executables of the image's view (names), symlinks followed in the image."""
+    where = image_check.resolve_in(image_dir, PurePosixPath(BIN))
+    if not where.is_dir():
+        raise ClimstackError(
+            f"image {image_dir} has no {BIN}",
+            fix="give an image directory `climstack image` built (its view holds the programs)",
+        )
+    found = []
+    for entry in sorted(where.iterdir()):
+        real = image_check.resolve_in(image_dir, PurePosixPath(BIN) / entry.name)
+        if real.is_file() and os.access(real, os.X_OK):
+            found.append(entry.name)
+    return found
+
+
+def wrapper(plan, image_path: str, program: str) -> str:
+    """The script that runs `program` of the image under the plan, in $PWD."""
+    runtime = runtimes.get(plan.runtime)
+    lines, command = runtime.job_lines(plan, image_path, [f"{BIN}/{program}"], here=True)
+    if any(not line.startswith(("#", "export ")) for line in lines):
+        raise ClimstackError(
+            f"runtime {plan.runtime} starts a job with more than variables (one container "
+            "per node), which a module's command cannot",
+            fix="for podman, publish the plan as a podman-hpc module: "
+            "`climstack bind SITE --runtime podman --format podman-hpc`",
+        )
+    body = "".join(f"{line}\n" for line in lines)
+    return f'#!/bin/bash\n# {program} in {image_path} (climstack)\n{body}exec {command} "$@"\n'
+
+
+def lua(name: str, version: str, bin_dir: Path, plan, image_path: str, names: list[str]) -> str:
+    listed = ", ".join(names)
+    return f"""-- {name}/{version}: the image {image_path} under the bind plan {plan.directory}
+-- (site {plan.site}, {plan.mode} mode, runtime {plan.runtime}); written by climstack
+help([[Runs the image's programs in the container, the host MPI bound in: {listed}]])
+whatis("Name: {name}")
+whatis("Version: {version}")
+whatis("Description: container {image_path}, bind plan of site {plan.site}")
+family("climstack_image")
+prepend_path("PATH", "{bin_dir}")
+"""
+
+
+def write(plan, image_path: Path, root: Path, name: str, version: str) -> Path:
+    """The module file, its wrappers beside it; returns the module file."""
+    if not image_path.exists():
+        raise ClimstackError(
+            f"image {image_path} does not exist",
+            fix="build it (`climstack image ENV`, `climstack sif ENV`) or give its path",
+        )
+    runtime = runtimes.get(plan.runtime)
+    runtime.check_image(plan, image_path)
+    image_dir = image_path if image_path.is_dir() else None
+    if image_dir is None:
+        raise ClimstackError(
+            f"image {image_path} is a file: the module lists the programs of an image directory",
+            fix="give the image directory the SIF was made from (`climstack image ENV`)",
+        )
+    names = programs(image_dir)
+    scripts = {n: wrapper(plan, str(image_path), n) for n in names}
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / name / version
+    module = root / name / f"{version}.lua"
+    (root / name).mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root / name, prefix=f".{version}-") as tmp:
+        bin_dir = Path(tmp) / "bin"
+        bin_dir.mkdir()
+        for program, text in scripts.items():
+            (bin_dir / program).write_text(text)
+            (bin_dir / program).chmod(0o755)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        Path(tmp).mkdir()  # for the context manager's cleanup
+    atomic.write_text(module, lua(name, version, final / "bin", plan, str(image_path), names))
+    return module
