@@ -4,7 +4,7 @@
 #                side by side, the whole local environment (stack + OSU, mpiBench,
 #                NetCDF-Bench, benchio, MOM6) from offline sources; build the image's SIF
 #                (Apptainer runs the recipe's %test: image check + mpi-probe) and run
-#                mpi-probe in them on 2 ranks, bind mode, under Charliecloud and Apptainer;
+#                mpi-probe in them on 2 ranks, bind mode, under Charliecloud, Apptainer and podman;
 #                push the probes as images to a loopback OCI registry and run mpi-probe's
 #                image from it (ch-image pull), bind mode; run the benchmarks natively and
 #                in the image (bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric) and

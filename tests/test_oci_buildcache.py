@@ -170,8 +170,8 @@ def pulled(probe_image):
 
 @pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)
 def test_buildcache_image_runs_mpi_probe_in_bind_mode(pulled, runtime):
-    """Pulled as users do (ch-image pull, apptainer pull docker://) and launched from the
-    host on 2 ranks with the host MPI bound in."""
+    """Pulled as users do (ch-image pull, apptainer pull docker://, podman pull) and
+    launched from the host on 2 ranks with the host MPI bound in."""
     out, _ = pulled(runtime)
     assert "ranks: 2" in out and "MPICH Version:\t4.0.2" in out
     assert f"loaded: {plan.LINKS_DIR}/" in out

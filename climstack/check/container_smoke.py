@@ -1,6 +1,7 @@
 """The smoke of a container image under each runtime: mpi-probe on 2 ranks launched from the
 host as on a Cray, in bind mode (the host's MPI bound in), under Charliecloud on the image
-directory of `climstack image` and under Apptainer on its SIF (`climstack sif`). A run
+directory of `climstack image`, under Apptainer on its SIF (`climstack sif`) and under
+podman on the directory, the plan as a CDI spec. A run
 that does not load the host MPI from the plan's links fails."""
 
 import re
@@ -15,7 +16,7 @@ from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
 
 PROBE = f"{image.VIEW}/bin/mpi-probe"
-RUNTIMES = runtimes.LOCAL  # those this machine runs: charliecloud, apptainer
+RUNTIMES = runtimes.LOCAL  # those this machine runs: charliecloud, apptainer, podman
 
 
 def target(name: str, runtime: str, image_dir: Path) -> Path:

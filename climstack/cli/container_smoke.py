@@ -24,10 +24,11 @@ def register(commands) -> None:
     sub = commands.add_parser(
         "container-smoke",
         help="run mpi-probe in a container image on 2 ranks, bind mode, "
-        "under Charliecloud (image directory) and Apptainer (SIF)",
+        "under Charliecloud (image directory), Apptainer (SIF) and podman (the plan as a CDI "
+        "spec)",
     )
     sub.add_argument("environment", nargs="?", default="container-archer2")
-    sub.add_argument("--runtime", action="append", choices=RUNTIMES, help="default: both")
+    sub.add_argument("--runtime", action="append", choices=RUNTIMES, help="default: each")
     sub.add_argument("--ranks", type=int, default=2)
     sub.add_argument("--image", type=Path, help="image directory (default: climstack image's)")
     sub.add_argument(

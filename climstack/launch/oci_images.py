@@ -89,3 +89,20 @@ def program(image_dir: Path, name: str) -> str:
         f"no {name} on the image's PATH ({path})",
         fix="pull the image of a spec that installs it (its tag: NAME-VERSION-HASH.spack)",
     )
+
+
+def pull_podman(podman: list[str], reference: str, work: Path) -> str:
+    """`podman pull` the image into podman's storage (the registry's CA from SSL_CERT_FILE
+    as a --cert-dir, its credentials); the reference a `podman run` names."""
+    argv = [*podman, "pull", "--quiet"]
+    if ca := os.environ.get("SSL_CERT_FILE"):
+        certs = work / "podman-certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ca, certs / "ca.crt")
+        argv += ["--cert-dir", str(certs)]
+    if login := credentials():
+        argv += ["--creds", ":".join(login)]
+    with progress.step(f"podman pull {reference}"):
+        fix = "check the reference, the registry's certificate and credentials"
+        process.run([*argv, reference], f"podman pull {reference}", timeout=1800, fix=fix)
+    return reference

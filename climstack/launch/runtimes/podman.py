@@ -166,7 +166,7 @@ class Podman(Runtime):
     name = "podman"
     separators = ""  # the spec is JSON: any path
     image_format = "directory"  # or a registry reference
-    local = 0  # not yet in container-smoke and bench local (they need `pull`)
+    local = 3  # after Charliecloud and Apptainer
     read_only_binds = True  # the spec's mounts are all `ro`
     outlives_its_launch = True  # conmon keeps a container after its podman run is killed
 
@@ -272,6 +272,12 @@ class Podman(Runtime):
             f"{per_node} {shlex.quote(create)} >/dev/null",
         ]
         return lines, shlex.join(rank)
+
+    def pull(self, reference: str, work: Path) -> Path:
+        """`podman pull` into podman's storage; the reference, which `podman run` takes."""
+        from climstack.launch import oci_images  # the registry client, only when pulling
+
+        return Path(oci_images.pull_podman([PROGRAM], reference, work))
 
     def check_image(self, plan, image: Path) -> None:
         if not plan.directory:
