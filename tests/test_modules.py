@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from climstack import pins
+from climstack import pins, spack
 from climstack.bind import plan as planner
 from climstack.check import verify
 from climstack.inputs import sites
 from climstack.launch import runtimes
-from climstack.stack import environments, install
+from climstack.stack import environments, install, modules
 
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
 CLIMSTACK = pins.PROJECT_ROOT / "bin" / "climstack"
@@ -104,10 +104,37 @@ def test_a_user_builds_and_runs_a_netcdf_fortran_mpi_program_with_the_modules(pr
 
 
 def test_a_site_without_module_configuration_is_named():
-    proc = climstack("modules", "archer2")
+    proc = climstack("modules", "local-cce")
     assert proc.returncode == 2
-    assert "site archer2 has no module configuration" in proc.stderr
-    assert "site/archer2/modules/modules.yaml is missing" in proc.stderr
+    assert "site local-cce has no module configuration" in proc.stderr
+    assert "site/local-cce/modules/modules.yaml is missing" in proc.stderr
+
+
+# --- a Cray site's modules, rendered from its lock (nothing installed here)
+
+RENDER = Path(__file__).parent / "data" / "render_modules.py"
+
+
+@pytest.mark.parametrize("site", ["archer2", "gaea-c6"])  # Cray MPICH 8.1.27 and 8.1.32
+def test_a_cray_sites_modules_name_the_pe_modules_as_prerequisites(site):
+    """What `climstack modules SITE` writes after `spack install` at the centre, rendered
+    by Spack from the site's lock: no module of ours for a package of the Cray PE (each
+    external with Cray modules is excluded, and only they), nothing of theirs rewritten
+    (no /opt/cray path),
+    and each module Spack built names the PE's own modules it needs as prerequisites; a
+    flat tree of names and versions."""
+    gateway = spack.DEFAULT.scoped(modules.scope_of(site))
+    found = gateway.python(RENDER, env=environments.resolve(site))
+    pe = {n for n, m in found.items() if m["external"] and m["external_modules"]}
+    assert pe == {n for n, m in found.items() if m["text"] is None}, "the PE's, excluded"
+    assert not any("/opt/cray" in m["text"] for m in found.values() if m["text"])
+    mom6 = found["mom6"]
+    assert mom6["file"].endswith(f"modules/{site}/linux-sles15-x86_64/Core/mom6/2024-09-27.lua")
+    prereqs = [line for line in mom6["text"].splitlines() if line.startswith("prereq(")]
+    for name in ("cray-mpich", "netcdf-fortran", "gcc"):
+        for module in found[name]["external_modules"]:
+            assert f'prereq("{module}")' in prereqs, (name, prereqs)
+    assert 'depends_on("fms/' in mom6["text"] and 'depends_on("cray-' not in mom6["text"]
 
 
 def test_a_root_that_cannot_be_written_is_named_and_nothing_is_written(tmp_path):
