@@ -1,7 +1,7 @@
 """Install the pinned Spack and builtin repository into the user-level cache, offline-capably;
 on the local workstation also detect this host's compilers and build tools once into a
 scope of their own, unpack Debian's develop tree, and, where the system has no Apptainer,
-make the one the project provides (climstack.launch.sid_apptainer). At a centre (bin/setup
+build the one the project provides (climstack.launch.provided_apptainer). At a centre (bin/setup
 --site NAME, or a Cray PE) nothing more: each step left out is named, with why.
 
 Each clone is made in a temporary directory beside its final place and moved in only after
@@ -23,7 +23,7 @@ from climstack import spack as gateway
 from climstack.common import atomic, cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.inputs.sites import SITE_FILE, SITES_DIR
-from climstack.launch import sid_apptainer
+from climstack.launch import provided_apptainer
 from climstack.stack import environments
 from climstack.stack.sources import develop_trees
 
@@ -219,7 +219,7 @@ def local_steps() -> None:
     if shutil.which("apptainer"):
         _skipped("the provided Apptainer", f"the system's is {shutil.which('apptainer')}")
     else:
-        sid_apptainer.ensure_rootfs()
+        provided_apptainer.ensure()
 
 
 #: the runtimes a centre provides (climstack.launch.runtimes has a plug-in for each)

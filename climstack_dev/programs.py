@@ -16,10 +16,9 @@ from pathlib import Path
 
 from climstack import pins
 from climstack.bind import plan as plans
-from climstack.common import atomic, stamp, wheels
+from climstack.common import atomic, mmdebstrap, stamp, wheels
 from climstack.image import image
 from climstack.inputs import sites
-from climstack.launch import sid_apptainer
 
 PROJECT_ROOT = pins.PROJECT_ROOT
 PROBE_SOURCE = PROJECT_ROOT / "repo" / "packages" / "mpi-probe" / "mpi_probe.c"
@@ -331,11 +330,11 @@ def probe_image_copy(directory: Path) -> Path:
 
 def newer_glibc_host() -> Path:
     """A host tree whose MPI needs a newer glibc than our Debian 12 images have: Debian sid
-    (the suite of the provided Apptainer) with its MPICH, for verify's GLIBC check."""
-    key = stamp.digest(sid_apptainer.SUITE, *sid_apptainer.APT_OPTIONS, "libmpich12", length=10)
-    final = pins.cache_dir() / "bind-tests" / f"{sid_apptainer.SUITE}-mpich-{key}"
+    with its MPICH, for verify's GLIBC check."""
+    key = stamp.digest(mmdebstrap.SUITE, *mmdebstrap.APT_OPTIONS, "libmpich12", length=10)
+    final = pins.cache_dir() / "bind-tests" / f"{mmdebstrap.SUITE}-mpich-{key}"
 
     def fill(work: Path):
-        sid_apptainer.mmdebstrap(work, "essential", ["libmpich12"], "a sid host with MPICH")
+        mmdebstrap.make(work, "essential", ["libmpich12"], "a sid host with MPICH")
 
     return atomic.directory(final, fill)

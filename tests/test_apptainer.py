@@ -1,5 +1,5 @@
-"""Bind plans under real Apptainer 1.4.5: the system's, or Debian sid's in ch-run that
-bin/setup provides (bin/apptainer). mpi-probe in the probe image, launched on 2 ranks from
+"""Bind plans under real Apptainer: the system's, or 1.5.3 that bin/setup builds from its
+source (bin/apptainer). mpi-probe in the probe image, launched on 2 ranks from
 outside the container as on a Cray, loads the host MPI in bind mode; the RPATH build and
 hybrid mode keep the image's. Then a SIF built by `climstack sif` from `climstack image`."""
 
@@ -7,18 +7,21 @@ import filecmp
 import os
 import re
 import shlex
+import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from climstack import pins
 from climstack.bind import plan as plans
-from climstack.check import container_smoke, parity
+from climstack.bind.stages import HOST_SIDE
+from climstack.check import container_smoke, parity, verify
 from climstack.image import image as images
 from climstack.image import sif
 from climstack.inputs import sites
-from climstack.launch import runtimes, sid_apptainer
+from climstack.launch import provided_apptainer, runtimes, sif_image
 from climstack.launch.runtimes import apptainer
 from climstack_dev import images as dev_images
 from climstack_dev import io_libraries
@@ -104,6 +107,64 @@ def test_args_format_runs_under_apptainer(host, image, tmp_path):
     assert_host_mpi(launch(mpi, argv), expected)
 
 
+def test_the_plans_cdi_spec_runs_under_apptainers_device_option(image, tmp_path):
+    """Apptainer 1.5's CDI (`--cdi-dirs`, `--device`) applies the spec `bind --format cdi`
+    writes: its read-only mounts and variables, nothing else; mpi-probe on 2 ranks loads the
+    host MPI through it, as the command line bind prints says."""
+    mpi, prefix, expected = host_mpi("debian")
+    proc = climstack("bind", "local", "--format", "cdi", "--out", tmp_path / "plan")
+    assert proc.returncode == 0, proc.stderr
+    (hint,) = [line for line in proc.stderr.splitlines() if "apptainer exec --cdi-dirs" in line]
+    options = shlex.split(hint.split("apptainer exec", 1)[1].removesuffix("..."))
+    assert options[0] == "--cdi-dirs" and options[2] == "--device", hint
+    assert not (image / plans.LINKS_DIR.lstrip("/")).exists()  # Apptainer makes its mounts
+    run = launch(mpi, [APPTAINER, "exec", *options, str(image), PROBE])
+    assert_host_mpi(run, expected)
+    no_device = launch(mpi, [APPTAINER, "exec", str(image), PROBE])
+    assert "library: MPICH Version:      5.0.2" in no_device.stdout  # the image's own
+
+
+def test_a_plan_left_to_apptainers_library_directory_is_named(built_sif, tmp_path):
+    """Apptainer >= 1.5 puts /.singularity.d/libs last on LD_LIBRARY_PATH. A plan that binds
+    the host MPI's libraries there, not on its own LD_LIBRARY_PATH, is named by verify;
+    under the real 1.5.3 an image whose environment sets LD_LIBRARY_PATH then keeps its own
+    MPI, while the plan climstack writes loads the host's in the same image."""
+    image = helpers.probe_image_copy(tmp_path)  # its environment is changed: a copy of its own
+    sif_path, _ = built_sif  # Apptainer's /.singularity.d (actions, env scripts) from a SIF
+    offset = str(sif_image.rootfs_offset(sif_path))
+    subprocess.run(["unsquashfs", "-q", "-n", "-o", offset, "-d", tmp_path / "sif", sif_path]
+                   + [".singularity.d"], check=True)  # fmt: skip
+    shutil.copytree(tmp_path / "sif" / ".singularity.d", image / ".singularity.d")
+    (image / ".singularity.d/env/91-environment.sh").unlink()  # the ARCHER2 image's view
+    image_lib = f"{helpers.IMAGE_PREFIX}/lib"
+    (image / ".singularity.d/env/90-environment.sh").write_text(
+        f"export LD_LIBRARY_PATH={image_lib}\n"
+    )
+    own = plans.write(
+        plans.make_plan(sites.get("local"), environ={}, runtime="apptainer"), tmp_path / "own"
+    )
+    # each library file bound into Apptainer's directory, as centres' bind lists do
+    files = [
+        [t.removeprefix(HOST_SIDE), f"{verify.APPTAINER_LIBS}/{n}"] for n, t in own.links.items()
+    ]
+    binds = [b for b in own.binds if b[1] != plans.LINKS_DIR]
+    binds += [f for f in files if Path(f[0]).is_file()]
+    left = replace(own, binds=binds, library_path=[], directory=str(tmp_path / "left"))
+    Path(left.directory).mkdir()
+    (Path(left.directory) / "plan.json").write_text(left.to_json())
+
+    named = climstack("verify", PROBE, "--image", image, "--plan", left.directory)
+    assert named.returncode == 1, named.stdout + named.stderr
+    assert f"leaves its search to the runtime: Apptainer puts {verify.APPTAINER_LIBS}" in (
+        named.stdout
+    )
+    mpi = helpers.debian_mpich()
+    kept = launch(mpi, RUNTIME.exec_args(left, str(image), [PROBE]), ranks=1)
+    assert kept.returncode == 0, kept.stderr[-2000:]
+    assert f"loaded: {image_lib}/libmpi.so.12" in kept.stdout  # the image's, under 1.5
+    assert_host_mpi(launch(mpi, RUNTIME.exec_args(own, str(image), [PROBE])), HOSTS["debian"][1])
+
+
 def test_rpath_build_keeps_its_own_mpi_under_apptainer(image, tmp_path):
     plan = plans.write(
         plans.make_plan(sites.get("local"), environ={}, runtime="apptainer"), tmp_path
@@ -154,22 +215,16 @@ def test_provided_apptainer_not_made_names_the_setup_command(tmp_path):
         env={**os.environ, "CLIMSTACK_CACHE": str(tmp_path)},
     )
     assert proc.returncode == 2
-    assert "the provided one is not made yet" in proc.stderr and "bin/setup" in proc.stderr
+    assert "the provided one is not built yet" in proc.stderr and "bin/setup" in proc.stderr
 
 
-def test_wrapper_reaches_host_system_paths_through_host():
-    """/usr of the host is not the sid system's: bind sources and images are rewritten."""
-    assert sid_apptainer.bind_list("/usr/lib:/opt/l,/work/x") == "/host/usr/lib:/opt/l,/work/x"
-    args = ["exec", "-B", "/usr/lib:/l", "--env", "A=/usr/x", "/usr/img.sif", "/usr/bin/env"]
-    assert sid_apptainer.arguments(args) == [
-        "exec",
-        "-B",
-        "/host/usr/lib:/l",
-        "--env",
-        "A=/usr/x",
-        "/host/usr/img.sif",
-        "/usr/bin/env",
-    ]
+def test_the_provided_apptainer_is_the_pinned_release():
+    """The wrapper runs the release bin/setup built (as root, in a user namespace)."""
+    if APPTAINER != str(apptainer.PROVIDED):
+        pytest.skip("this machine has a system apptainer: the provided one is not used")
+    proc = subprocess.run([APPTAINER, "--version"], capture_output=True, text=True)
+    assert proc.stdout.strip() == f"apptainer version {provided_apptainer.VERSION}", proc.stderr
+    assert provided_apptainer.VERSION == "1.5.3"
 
 
 def test_verify_reads_a_sif_built_elsewhere(image, tmp_path):

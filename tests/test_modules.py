@@ -12,7 +12,9 @@ import pytest
 
 from climstack import pins, spack
 from climstack.bind import plan as planner
+from climstack.bench.run.local import IMAGE
 from climstack.check import verify
+from climstack.image import image, sif
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack.stack import environments, install, modules
@@ -153,9 +155,6 @@ def test_a_root_that_cannot_be_written_is_named_and_nothing_is_written(tmp_path)
 def image_and_plan(tmp_path_factory):
     """The ARCHER2 image `make local` built and the local bind plan under Charliecloud,
     the plan's mount points in the image (as `bench local` makes them)."""
-    from climstack.bench.run.local import IMAGE
-    from climstack.image import image
-
     image_dir = image.default_destination(IMAGE)
     if not image_dir.is_dir():
         pytest.fail(f"no image {image_dir}: run `make local` first")
@@ -165,15 +164,23 @@ def image_and_plan(tmp_path_factory):
     return image_dir, plan
 
 
+@pytest.mark.parametrize("form", ["directory", "sif"])
 def test_the_image_as_a_module_runs_its_programs_on_the_host_mpi_in_the_working_directory(
-    image_and_plan, tmp_path
+    form, image_and_plan, tmp_path
 ):
-    """`module load` the image's module: `mpiexec -n 2 mpi-probe` loads the host MPI in the
-    container (the plan's link), `ncgen` writes a file into the user's directory and
-    `ncdump -h` reads it back; the file is on the host."""
+    """`module load` the image's module (the image directory under Charliecloud, its SIF
+    under Apptainer): `mpiexec -n 2 mpi-probe` loads the host MPI in the container (the
+    plan's link), `ncgen` writes a file into the user's directory and `ncdump -h` reads it
+    back; the file is on the host."""
     if not LMOD_INIT.is_file():
         pytest.skip("needs Debian's lmod (bin/setup installs it)")
     image_dir, plan = image_and_plan
+    if form == "sif":
+        image_dir = sif.default_destination(IMAGE)
+        if not image_dir.is_file():
+            pytest.fail(f"no SIF {image_dir}: run `make local` first")
+        made = planner.make_plan(sites.get("local"), environ={}, runtime="apptainer")
+        plan = planner.write(made, tmp_path / "plan")
     root = tmp_path / "containers"
     made = climstack("modules", "local", "--image", str(image_dir), "--plan", plan.directory,
                      "--root", str(root), "--name", "archer2-image")  # fmt: skip

@@ -25,7 +25,7 @@ import referencing
 from referencing.jsonschema import DRAFT7
 
 from climstack import pins
-from climstack.common import atomic, cache, process, progress, stamp
+from climstack.common import atomic, cache, golang, process, progress, stamp
 from climstack.errors import ClimstackError, ToolFailure
 
 PIN = pins.GitPin(
@@ -37,7 +37,7 @@ PIN = pins.GitPin(
 )
 #: static, reproducible, without symbols: what the binary's cache key names
 BUILD = ("build", "-trimpath", "-ldflags=-s -w", "-o")
-BUILD_ENV = {"CGO_ENABLED": "0", "GOTOOLCHAIN": "local", "GOFLAGS": "-modcacherw"}
+BUILD_ENV = {"CGO_ENABLED": "0", **golang.ENV}
 #: the device's edits applied to this (its variables, mounts, hooks, devices are the spec's)
 OCI_BASE = {"ociVersion": "1.0.2", "process": {"env": []}, "linux": {}}
 #: $0: the spec directory, $1: a scratch directory; then the command
@@ -102,17 +102,6 @@ def validator() -> jsonschema.protocols.Validator:
     return jsonschema.validators.validator_for(schema)(schema, registry=registry)
 
 
-def _go() -> str:
-    found = shutil.which("go") or shutil.which("go", path="/usr/local/go/bin")
-    if not found:
-        raise ClimstackError(
-            f"no Go to build the CDI reference command ({PIN.name} {PIN.tag}, cmd/cdi)",
-            fix="install Go >= 1.21 (on PATH or in /usr/local/go), with access to the Go "
-            "module proxy (GOPROXY)",
-        )
-    return found
-
-
 def binary() -> Path:
     """The reference `cdi`, built once per pinned commit (its Go caches thrown away)."""
     entry = cache.Entry(
@@ -123,14 +112,14 @@ def binary() -> Path:
         return entry.path
 
     def fill(work: Path):
-        go = {k: str(work.parent / "go" / k) for k in ("GOPATH", "GOMODCACHE", "GOCACHE")}
         process.run(
-            [_go(), *BUILD, str(work), "."],
+            [golang.go(f"the CDI reference command ({PIN.name} {PIN.tag}, cmd/cdi)"), *BUILD]
+            + [str(work), "."],
             f"building {PIN.name} {PIN.tag} cmd/cdi",
             cwd=checkout() / "cmd" / "cdi",
-            env=process.environ(**BUILD_ENV, **go),
+            env=process.environ(**BUILD_ENV, **golang.caches(work.parent)),
             timeout=1800,
-            fix="check access to the Go module proxy (GOPROXY), or set GOPROXY to a reachable one",
+            fix=golang.PROXY_FIX,
         )
 
     what = f"building the CDI reference command ({PIN.name} {PIN.tag} cmd/cdi; once)"

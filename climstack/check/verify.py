@@ -28,6 +28,9 @@ from climstack.common.versions import release
 from climstack.launch import launch, launchers, runtimes
 
 WATCHED = ("libmpi.so.12", "libmpi_abi.so.1", "libxpmem.so.0")
+#: Apptainer's own library directory, which it adds to LD_LIBRARY_PATH: first before 1.5
+#: (and in SingularityCE), last since 1.5.0 (after the image's own entries)
+APPTAINER_LIBS = "/.singularity.d/libs"
 FORTRAN_MPI = discover.ABI_NAMES["libmpifort.so.12"]
 
 
@@ -77,9 +80,12 @@ def check(
     plain = loader.View(root, ask=ask)  # the image as built
     binds = {dst: Path(src) for src, dst in plan.binds} if plan else {}
     planned = loader.View(root, binds, ask=ask) if plan else plain
-    path = plan.library_path if plan else []
-
     report = Report(executable, remedy=plan.rpath_remedy if plan else "")
+    if left := left_to_runtime(plan):  # nothing is checked against a search order unknown
+        report.problems += left
+        report.oracle = "not asked: the plan was refused"
+        return report
+    path = plan.library_path if plan else []
     top = _read_executable(report, executable, plain)
     report.rules = plain.glibc(top.info.machine).source
     libc = loader.find_one("libc.so.6", top, plain)
@@ -134,6 +140,26 @@ def check(
         where = "the image's runtime was not given" if image else "no --image"
         report.oracle = f"not asked: {where}, so no real ld.so listed the link map"
     return report
+
+
+def left_to_runtime(plan: Plan | None) -> list[str]:
+    """Why the plan is refused, if it binds libraries at APPTAINER_LIBS and leaves their
+    search to the runtime: which library wins then depends on the runtime's release and the
+    image's own LD_LIBRARY_PATH, not on the plan."""
+    relied = [
+        f"{src} at {dst}"
+        for src, dst in (plan.binds if plan else [])
+        if PurePosixPath(dst).is_relative_to(APPTAINER_LIBS)
+    ]
+    if not relied or APPTAINER_LIBS in plan.library_path:
+        return []
+    return [
+        f"the plan binds {', '.join(relied)} and leaves its search to the runtime: Apptainer "
+        f"puts {APPTAINER_LIBS} on LD_LIBRARY_PATH first before 1.5 but last since 1.5.0, "
+        "after the image's own entries, so an image that sets LD_LIBRARY_PATH keeps its own "
+        f"libraries (bind them at {LINKS_DIR} on the plan's LD_LIBRARY_PATH, as `climstack "
+        f"bind` writes, or name {APPTAINER_LIBS} in it)"
+    ]
 
 
 def report_exports(host_libs) -> set:

@@ -11,7 +11,8 @@ from pathlib import Path
 from climstack.bind import cdi
 from climstack.bind.plan import Plan
 from climstack.check.verdict import render
-from climstack.check.verify import check, loaded_mismatch, parse_probe, run_probe
+from climstack.check.verify import check, left_to_runtime, loaded_mismatch, parse_probe
+from climstack.check.verify import run_probe
 from climstack.errors import NEGATIVE, OK, UNCONFIRMED, ClimstackError
 from climstack.launch import sif_image
 
@@ -50,7 +51,7 @@ def register(commands) -> None:
         report.problems[:0] = refused  # the spec's first: nothing runs under a spec refused
         found = {**asdict(report), "verdict": report.verdict, "confirmed": report.confirmed}
         print(json.dumps(found, indent=2) if args.json else render(report))
-        if refused:
+        if refused or left_to_runtime(plan):  # nothing runs under a plan refused
             return 1
         if args.run_probe:
             proc = run_probe(checked, args.image, args.executable, shlex.split(args.launcher))

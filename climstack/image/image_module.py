@@ -11,14 +11,12 @@ climstack already writes (the runtime's job_lines). The tree is written whole, o
 all (a temporary directory renamed into place)."""
 
 import os
-import shutil
-import tempfile
 from pathlib import Path, PurePosixPath
 
 from climstack.common import atomic
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
-from climstack.launch import runtimes
+from climstack.launch import runtimes, sif_image
 
 #: where the image's programs are
 BIN = f"{image.VIEW}/bin"
@@ -75,29 +73,19 @@ def write(plan, image_path: Path, root: Path, name: str, version: str) -> Path:
             f"image {image_path} does not exist",
             fix="build it (`climstack image ENV`, `climstack sif ENV`) or give its path",
         )
-    runtime = runtimes.get(plan.runtime)
-    runtime.check_image(plan, image_path)
-    image_dir = image_path if image_path.is_dir() else None
-    if image_dir is None:
-        raise ClimstackError(
-            f"image {image_path} is a file: the module lists the programs of an image directory",
-            fix="give the image directory the SIF was made from (`climstack image ENV`)",
-        )
-    names = programs(image_dir)
+    runtimes.get(plan.runtime).check_image(plan, image_path)
+    with sif_image.files(image_path) as files:  # a SIF: its file system, unpacked
+        names = programs(files)
     scripts = {n: wrapper(plan, str(image_path), n) for n in names}
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / name / version
-    module = root / name / f"{version}.lua"
-    (root / name).mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root / name, prefix=f".{version}-") as tmp:
-        bin_dir = Path(tmp) / "bin"
-        bin_dir.mkdir()
+    final, module = root / name / version, root / name / f"{version}.lua"
+    (root / name).mkdir(parents=True, exist_ok=True)
+
+    def fill(work: Path):
+        (work / "bin").mkdir()
         for program, text in scripts.items():
-            (bin_dir / program).write_text(text)
-            (bin_dir / program).chmod(0o755)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        Path(tmp).mkdir()  # for the context manager's cleanup
+            (work / "bin" / program).write_text(text)
+            (work / "bin" / program).chmod(0o755)
+
+    atomic.directory(final, fill, current=lambda: False)  # always written anew
     atomic.write_text(module, lua(name, version, final / "bin", plan, str(image_path), names))
     return module

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from climstack import pins
-from climstack.common import cache, process, progress, stamp, wheels
+from climstack.common import cache, mmdebstrap, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
-from climstack.launch import launchers, sid_apptainer
+from climstack.launch import launchers
 from climstack.launch.launchers.base import Launcher
 
 #: Debian sid's Open MPI 6 (launcher, mpicc, libmpi_abi_openmpi.so.1) and ch-run, whose
@@ -75,7 +75,7 @@ class Host:
 
 def sid_rootfs() -> Path:
     """The sid root filesystem holding Open MPI 6, made once (mmdebstrap, ~45 s)."""
-    key = stamp.digest(sid_apptainer.SUITE, *SID_PACKAGES, *sid_apptainer.APT_OPTIONS, length=12)
+    key = stamp.digest(mmdebstrap.SUITE, *SID_PACKAGES, *mmdebstrap.APT_OPTIONS, length=12)
     entry = cache.Entry(pins.cache_dir() / "abi-hosts" / "sid-openmpi", key, inside=".inputs")
     if entry.current():
         return entry.path
@@ -86,7 +86,7 @@ def sid_rootfs() -> Path:
 
     def fill(work: Path):
         work.mkdir()
-        sid_apptainer.mmdebstrap(work, "apt", SID_PACKAGES, "Debian sid with Open MPI 6")
+        mmdebstrap.make(work, "apt", SID_PACKAGES, "Debian sid with Open MPI 6")
         (work / "etc/hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost\n")
 
     with progress.step("making the Open MPI 6 host (Debian sid in ch-run, once)"):

@@ -1,7 +1,7 @@
 """Apptainer: `apptainer exec -B ... --env ...`, or APPTAINER_BIND and APPTAINERENV_*
 exports in a job (with the SINGULARITY* spellings too, which Apptainer also reads).
-On this machine without a system `apptainer`, the one the project provides (bin/apptainer,
-climstack.launch.sid_apptainer); a Cray site's own everywhere else."""
+On this machine without a system `apptainer`, the one the project builds (bin/apptainer,
+climstack.launch.provided_apptainer: 1.5.3); a Cray site's own everywhere else."""
 
 import shlex
 import shutil

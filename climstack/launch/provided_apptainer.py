@@ -1,0 +1,130 @@
+"""Apptainer for machines without one: the pinned release (PIN, 1.5.3) built from its source
+with the machine's Go into the user cache, once per inputs (about 7 minutes and 670
+CPU-seconds on 2 cores; never at a centre, which runs its own). `bin/apptainer ARGS` runs it.
+
+Built as an unprivileged user's Apptainer is (no setuid starter, no network plugins, no
+seccomp, no subuid library): images run in user namespaces, SIFs are mounted with
+squashfuse. As root it runs as root of a user namespace of its own (`unshare --user
+--map-root-user`): Apptainer's privileged route asks for every capability, and a host that
+withholds one from root (this machine keeps back CAP_SYS_RESOURCE) gets "Requesting
+capability set ... while permitted capability set is ..." instead of a container. In the
+namespace it has them all, and builds, execs and mounts as an ordinary user's would.
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from climstack import pins
+from climstack.common import cache, golang, process, progress, stamp
+from climstack.errors import ClimstackError
+
+PIN = pins.GitPin(
+    name="apptainer",
+    url_variable="CLIMSTACK_APPTAINER_GIT",
+    default_url="https://github.com/apptainer/apptainer.git",
+    tag="v1.5.3",
+    commit="6a76317a87c4eae10f52c7805965756a919291d7",
+)
+VERSION = PIN.tag.lstrip("v")
+#: an unprivileged user's Apptainer: what it needs to run images, nothing it cannot use
+CONFIGURE = ("--without-suid", "--without-network", "--without-seccomp", "--without-libsubid")
+#: where it goes (the prefix is compiled in: the configuration and helpers are found there)
+HOME = "apptainer"
+
+
+def entry() -> cache.Entry:
+    """Its install prefix in the cache, the key of its inputs inside it."""
+    key = stamp.digest(PIN.commit, *CONFIGURE, *map("=".join, sorted(golang.ENV.items())))
+    return cache.Entry(pins.cache_dir() / HOME / VERSION, key, inside=".climstack-inputs")
+
+
+def ensure() -> Path:
+    """The install prefix, built once (a clone of the tag, mconfig, make, make install)."""
+    made = entry()
+    if made.current():
+        return made.path
+    go = golang.go(f"Apptainer {VERSION} (the project's, for a machine without one)")
+    for tool in ("git", "make", "gcc"):
+        if not shutil.which(tool):
+            raise ClimstackError(
+                f"`{tool}` not found: it builds the provided Apptainer",
+                fix="apt-get install git build-essential (bin/setup does, as root)",
+            )
+
+    def fill(work: Path):
+        scratch = work.parent
+        source, dest = scratch / "source", scratch / "dest"
+        env = process.environ(
+            PATH=f"{Path(go).parent}:{os.environ.get('PATH', '')}",
+            GIT_TERMINAL_PROMPT="0",
+            **golang.ENV,
+            **golang.caches(scratch),
+        )
+        url = PIN.url
+        if "://" not in url and Path(url).exists():
+            url = Path(url).resolve().as_uri()
+        process.run(
+            ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1"]
+            + ["--branch", PIN.tag, url, str(source)],
+            f"cloning apptainer {PIN.tag}",
+            env=env,
+            timeout=900,
+            fix=f"check network access, or set {PIN.url_variable} to a git mirror or local "
+            f"clone that carries {PIN.tag} ({PIN.commit})",
+        )
+        head = process.run(["git", "rev-parse", "HEAD"], "git rev-parse", cwd=source).stdout
+        if head.strip() != PIN.commit:
+            raise ClimstackError(
+                f"{PIN.url} gives apptainer {PIN.tag} at {head.strip()}, not {PIN.commit}",
+                fix=f"point {PIN.url_variable} at a clone that carries the release's commit",
+            )
+        (source / "VERSION").write_text(f"{VERSION}\n")  # a clone without tags' describe
+        build = source / "builddir"
+        steps = (
+            (["./mconfig", *CONFIGURE, "-b", str(build), "-p", str(made.path)], "mconfig"),
+            (["make", "-C", str(build), f"-j{os.cpu_count() or 1}"], "make"),
+            (["make", "-C", str(build), "install", f"DESTDIR={dest}"], "make install"),
+        )
+        for command, what in steps:
+            process.run(
+                command,
+                f"apptainer {VERSION}: {what}",
+                cwd=source,
+                env=env,
+                timeout=3600,
+                fix=golang.PROXY_FIX,
+            )
+        os.replace(dest / made.path.relative_to("/"), work)
+
+    with progress.step(f"building Apptainer {VERSION} from source (the project's; once)"):
+        for stale in made.path.parent.glob("sid*"):  # the Debian sid root filesystem of before
+            shutil.rmtree(stale, ignore_errors=True)
+        return made.build(fill)
+
+
+def command(argv: list[str]) -> list[str]:
+    """The command line that runs `apptainer argv` (in a user namespace, as root)."""
+    made = entry()
+    if not made.current():
+        raise ClimstackError(
+            f"no `apptainer` on PATH and the provided one is not built yet ({made.path})",
+            fix=f"run {pins.PROJECT_ROOT}/bin/setup (it builds it in the user cache), or "
+            "load your site's apptainer module",
+        )
+    program = [str(made.path / "bin" / "apptainer"), *argv]
+    return ["unshare", "--user", "--map-root-user", *program] if os.geteuid() == 0 else program
+
+
+def main(argv=None) -> int:
+    try:
+        args = command(sys.argv[1:] if argv is None else argv)
+    except ClimstackError as err:
+        print(f"apptainer (climstack): error: {err}", file=sys.stderr)
+        return 2
+    os.execvp(args[0], args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
