@@ -194,10 +194,9 @@ def test_the_image_as_a_module_runs_its_programs_on_the_host_mpi_in_the_working_
         "command -v mpi-probe; mpiexec -n 2 mpi-probe; ncgen -o data.nc data.cdl; "
         "ncdump -h data.nc"
     )
-    # the project's Apptainer is in the publisher's cache (a centre's is on the PATH)
-    cache = f"CLIMSTACK_CACHE={pins.cache_dir()}"
-    user = ["env", "-i", f"HOME={tmp_path}", "USER=root", "PATH=/usr/bin:/bin", cache, "bash",
-            "-c", script]  # fmt: skip
+    # a user of their own home: the project's Apptainer is found in the publisher's cache
+    user = ["env", "-i", f"HOME={tmp_path}", "USER=root", "PATH=/usr/bin:/bin", "bash", "-c",
+            script]  # fmt: skip
     proc = subprocess.run(user, capture_output=True, text=True, cwd=work, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{root}/archer2-image/latest/bin/mpi-probe" in proc.stdout
@@ -207,7 +206,7 @@ def test_the_image_as_a_module_runs_its_programs_on_the_host_mpi_in_the_working_
     assert "\tx = 3 ;" in proc.stdout and (work / "data.nc").stat().st_size > 0
 
 
-@pytest.mark.parametrize("case", ["no image", "no plan", "another site", "podman"])
+@pytest.mark.parametrize("case", ["no image", "no plan", "another site", "podman", "sif"])
 def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_path):
     image_dir, plan = image_and_plan
     args = ["--image", str(image_dir), "--plan", plan.directory, "--root", str(tmp_path / "m")]
@@ -216,11 +215,15 @@ def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_pat
         "no plan": f"{tmp_path / 'absent'}",
         "another site": "is of site archer2, the module of local (site local)",
         "podman": "publish the plan as a podman-hpc module",
+        "sif": "is a file, and the plan's runtime charliecloud runs image directories",
     }[case]
     if case == "no image":
         args[1] = str(tmp_path / "absent")
     if case == "no plan":
         args[3] = str(tmp_path / "absent")
+    if case == "sif":
+        args[1] = str(tmp_path / "x.sif")
+        Path(args[1]).write_bytes(b"")
     if case in ("another site", "podman"):
         other = (
             replace(plan, site="archer2")

@@ -67,6 +67,7 @@ def directory(final: Path, fill, current=None) -> Path:
             return final
         work = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
         try:
+            work.chmod(0o777 & ~_umask())  # as mkdir would make it, not mkdtemp's 0700
             fill(work)
             if final.exists():
                 old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old.", dir=final.parent))

@@ -11,12 +11,15 @@ climstack already writes (the runtime's job_lines). The tree is written whole, o
 all (a temporary directory renamed into place)."""
 
 import os
+import shlex
 from pathlib import Path, PurePosixPath
 
+from climstack import pins
 from climstack.common import atomic
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
 from climstack.launch import runtimes, sif_image
+from climstack.launch.runtimes import apptainer
 
 #: where the image's programs are
 BIN = f"{image.VIEW}/bin"
@@ -49,6 +52,8 @@ def wrapper(plan, image_path: str, program: str) -> str:
             fix="for podman, publish the plan as a podman-hpc module: "
             "`climstack bind SITE --runtime podman --format podman-hpc`",
         )
+    if str(apptainer.PROVIDED) in command:  # the project's, built in the publisher's cache
+        lines.append(f"export CLIMSTACK_CACHE={shlex.quote(str(pins.cache_dir().absolute()))}")
     body = "".join(f"{line}\n" for line in lines)
     return f'#!/bin/bash\n# {program} in {image_path} (climstack)\n{body}exec {command} "$@"\n'
 
@@ -73,7 +78,15 @@ def write(plan, image_path: Path, root: Path, name: str, version: str) -> Path:
             f"image {image_path} does not exist",
             fix="build it (`climstack image ENV`, `climstack sif ENV`) or give its path",
         )
-    runtimes.get(plan.runtime).check_image(plan, image_path)
+    runtime = runtimes.get(plan.runtime)
+    if not image_path.is_dir() and runtime.image_format == "directory":
+        raise ClimstackError(
+            f"image {image_path} is a file, and the plan's runtime {plan.runtime} runs image "
+            "directories",
+            fix="give the image directory the SIF was made from, or a plan for Apptainer "
+            f"(`climstack bind {plan.site} --runtime apptainer`)",
+        )
+    runtime.check_image(plan, image_path)
     with sif_image.files(image_path) as files:  # a SIF: its file system, unpacked
         names = programs(files)
     scripts = {n: wrapper(plan, str(image_path), n) for n in names}

@@ -37,7 +37,8 @@ HOME = "apptainer"
 def entry() -> cache.Entry:
     """Its install prefix in the cache, the key of its inputs inside it."""
     key = stamp.digest(PIN.commit, *CONFIGURE, *map("=".join, sorted(golang.ENV.items())))
-    return cache.Entry(pins.cache_dir() / HOME / VERSION, key, inside=".climstack-inputs")
+    prefix = pins.cache_dir().absolute() / HOME / VERSION  # compiled in: absolute
+    return cache.Entry(prefix, key, inside=".climstack-inputs")
 
 
 def ensure() -> Path:
@@ -83,18 +84,22 @@ def ensure() -> Path:
         (source / "VERSION").write_text(f"{VERSION}\n")  # a clone without tags' describe
         build = source / "builddir"
         steps = (
-            (["./mconfig", *CONFIGURE, "-b", str(build), "-p", str(made.path)], "mconfig"),
-            (["make", "-C", str(build), f"-j{os.cpu_count() or 1}"], "make"),
-            (["make", "-C", str(build), "install", f"DESTDIR={dest}"], "make install"),
+            (
+                ["./mconfig", *CONFIGURE, "-b", str(build), "-p", str(made.path)],
+                "mconfig",
+                f"install Go >= 1.25 and a C toolchain (apt-get install build-essential); "
+                f"{go} is the Go it found",
+            ),
+            (["make", "-C", str(build), f"-j{os.cpu_count() or 1}"], "make", golang.PROXY_FIX),
+            (
+                ["make", "-C", str(build), "install", f"DESTDIR={dest}"],
+                "make install",
+                f"check the space free under {scratch}",
+            ),
         )
-        for command, what in steps:
+        for command, what, fix in steps:
             process.run(
-                command,
-                f"apptainer {VERSION}: {what}",
-                cwd=source,
-                env=env,
-                timeout=3600,
-                fix=golang.PROXY_FIX,
+                command, f"apptainer {VERSION}: {what}", cwd=source, env=env, timeout=3600, fix=fix
             )
         os.replace(dest / made.path.relative_to("/"), work)
 
@@ -114,7 +119,14 @@ def command(argv: list[str]) -> list[str]:
             "load your site's apptainer module",
         )
     program = [str(made.path / "bin" / "apptainer"), *argv]
-    return ["unshare", "--user", "--map-root-user", *program] if os.geteuid() == 0 else program
+    if os.geteuid():
+        return program
+    if not shutil.which("unshare"):
+        raise ClimstackError(
+            "`unshare` not found: as root the provided Apptainer runs in a user namespace",
+            fix="apt-get install util-linux, or run it as an ordinary user",
+        )
+    return ["unshare", "--user", "--map-root-user", *program]
 
 
 def main(argv=None) -> int:
