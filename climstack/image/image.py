@@ -79,6 +79,7 @@ XPMEM_LABEL = "org.climstack.xpmem"
 VIEW = "/opt/views/view"
 #: the offline routes of the benchmarks' sources, copied to the same place under /opt/climstack
 OFFLINE_SCOPE = pins.PROJECT_ROOT / "site" / "offline"
+OFFLINE_IN_IMAGE = "/opt/climstack/site/offline"  # where ../../site/offline resolves
 #: where the executables live as built, before libxpmem.so.0 is linked (their image path below)
 NOXPMEM = "/opt/climstack/noxpmem"
 #: all of environments/stack.yaml (image_specs): the climate stack, the benchmarks, the probes
@@ -285,6 +286,9 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
                 copy = shutil.copytree if (pins.PROJECT_ROOT / source).is_dir() else shutil.copy2
                 (work / target.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
                 copy(pins.PROJECT_ROOT / source, work / target.lstrip("/"))
+            # the offline sources' scope, which the slice's manifest includes (ours, not the
+            # recipe's: a centre's build fetches upstream)
+            shutil.copytree(OFFLINE_SCOPE, work / OFFLINE_IN_IMAGE.lstrip("/"))
             add_wheel_mpich(work, recipe_text)
             pristine = develop_trees.source_tree()  # never built in: no host objects
             shutil.copytree(pristine, work / str(image_tree()).lstrip("/"), symlinks=True)
