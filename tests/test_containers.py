@@ -42,7 +42,9 @@ def test_recipe_parses_into_build_and_final_stages(name, tmp_path):
     build, final = stages["build"], stages["final"]
     assert build.fromHeader == final.fromHeader == "debian:12"  # glibc 2.36 >= 2.26
     assert "repo /opt/climstack/repo" in build.files  # our package repo reaches the build
-    assert "site/container /opt/climstack/site/container" in build.files  # the container scope among them
+    assert (
+        "site/container /opt/climstack/site/container" in build.files
+    )  # the container scope among them
     post = "\n".join(build.install)
     # Spack, spack-packages and clingo pinned exactly as bin/setup pins them
     assert f"--branch {pins.SPACK.clone_ref} https://github.com/spack/spack.git" in post

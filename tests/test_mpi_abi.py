@@ -61,7 +61,9 @@ def test_the_recipe_builds_on_debian_13_with_the_wheel_and_no_xpmem(tmp_path):
     assert "--prefix /opt/mpich-5.0.2 mpich==5.0.2" in post  # the image's MPI, as external
     assert "--link-xpmem" not in post and "climstack.image.image_check /opt/views/view" in post
     assert "/opt/mpich-5.0.2 /opt" in final.layer_files["build"]
-    assert "site/container-mpi-abi /opt/climstack/site/container-mpi-abi" in build.files  # the ABI scope and its overlay repo
+    assert (
+        "site/container-mpi-abi /opt/climstack/site/container-mpi-abi" in build.files
+    )  # the ABI scope and its overlay repo
 
 
 def test_the_environment_links_every_mpi_program_to_the_standard_abi(tmp_path):
