@@ -1,7 +1,8 @@
 """`make local`'s steps, run in order (some side by side), saying which step of how many
 it is on and what is left, and ending with each step's wall and CPU seconds: the CPU time
 of a step is its processes' user + system time (os.wait4's rusage, descendants included),
-so a figure from one machine can be judged on another whatever its cores.
+so a figure from one machine can be judged on another whatever its cores. Below it, the ten
+slowest package builds of the run, from Spack's own records (climstack.stack.build_times).
 
 SIGTERM or SIGINT (a job's time limit, `timeout`, Ctrl-C) stops the step's commands, each
 of which stops its own (climstack.common.process.interruptible), within seconds; a rerun
@@ -24,6 +25,7 @@ from pathlib import Path
 from climstack import pins
 from climstack.common import process
 from climstack.errors import ClimstackError
+from climstack.stack import build_times
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIMSTACK = str(ROOT / "bin" / "climstack")
@@ -42,28 +44,33 @@ class Timing:
     cpu: float
 
 
-#: the stack is built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
-#: natively (the benchmarks' baseline), and beside them the CCE stand-in's NetCDF-C and
-#: NetCDF-Bench (clang); each is mostly one compiler at a time, so together they use both
-#: cores. Every step reuses what its inputs' stamps find cached.
+#: The builds run side by side in one step, where each is mostly one compiler at a time, so
+#: that together they keep both cores busy: the stack in the ARCHER2 image (on the image's
+#: MPICH) and natively (the benchmarks' baseline), the CCE stand-in's NetCDF-C and
+#: NetCDF-Bench (clang), the MPI-5 standard ABI image, and the provided Apptainer (which
+#: setup leaves to this step: no step before the SIF needs it). The timed steps (benchmarks,
+#: the ABI image on the host MPIs) come after, alone. Every step reuses what its inputs'
+#: stamps find cached.
 LOCAL = (
-    Step("setup", (("bin/setup",),)),
+    Step("setup", (("bin/setup", "--without-apptainer"),)),
     Step("concretize every environment", ((CLIMSTACK, "concretize"),)),
     Step("emit the container recipes", ((CLIMSTACK, "containerize"),)),
     Step("local smoke slice", ((CLIMSTACK, "dev", "smoke", "local"),)),
     Step(
-        "stack builds: ARCHER2 image | native | native CCE stand-in",
+        "builds: ARCHER2 image | native | CCE stand-in | MPI-5 ABI image | Apptainer",
         (
             (CLIMSTACK, "image", "container-archer2"),
             (CLIMSTACK, "install", "local"),
             (CLIMSTACK, "install", "local-cce"),
+            (CLIMSTACK, "image", "container-mpi-abi"),
+            ("bin/setup", "--only-apptainer"),
         ),
     ),
     Step("SIF and container smoke", ((CLIMSTACK, "dev", "container-smoke", "container-archer2"),)),
     Step("OCI registry smoke", ((CLIMSTACK, "dev", "registry-smoke", "local"),)),
     Step("benchmarks", ((CLIMSTACK, "bench", "local", "--reuse"),)),
-    # the MPI-5 standard ABI image on MPICH 5, Intel MPI and Open MPI 6: the C slice, then MOM6
-    # (Fortran through mpif) on each, bit for bit
+    # the MPI-5 standard ABI image (built above) on MPICH 5, Intel MPI and Open MPI 6: the C
+    # slice, then MOM6 (Fortran through mpif) on each, bit for bit
     Step("MPI-5 ABI image: C and MOM6 on the host MPIs", ((CLIMSTACK, "bench", "abi"),)),
 )
 WORKFLOWS = {"local": LOCAL}
@@ -152,7 +159,10 @@ def main(argv=None) -> int:
         return 2
     try:
         with only_run(names[0]), process.interruptible():
+            start = time.time()
             print(table(run(WORKFLOWS[names[0]])), flush=True)
+            builds = build_times.builds_since(pins.cache_dir(), start)
+            print(build_times.table(builds), flush=True)
     except ClimstackError as err:
         _say(f"make {names[0]}: error: {err}")
         return err.exit_code

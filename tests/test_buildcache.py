@@ -13,12 +13,14 @@ every run.
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from climstack.errors import ClimstackError
 from climstack.stack import buildcache as bc
+from climstack.stack import build_times
 from climstack.stack import signing
 from climstack.stack.sources import source_mirror as sm
 from climstack_dev.centre import Centre, tarball_of
@@ -80,6 +82,24 @@ def test_b_installs_a_binaries_with_a_hashes(centre_a, centre_b):
     assert b_hashes == {name: a_hashes[name] for name in b_hashes}
     assert len(str(b_root)) > len(str(bc.install_root(a, a_env)))  # B's root is longer
     assert location(b, b_env, "netcdf-c").is_relative_to(b_root)
+
+
+def test_build_times_name_as_builds_and_leave_out_bs_cache_installs(centre_a, centre_b):
+    """`make local`'s package table (climstack.stack.build_times) on Spack's own records:
+    A built the slice from source, B installed the same specs from A's buildcache (whose
+    tarballs carry A's record, with `cache` true at B)."""
+    a, a_env, *_ = centre_a
+    b, b_env, b_root = centre_b
+    built = build_times.builds_since(bc.install_root(a, a_env), since=0)
+    assert {"xpmem-stub", "mpi-probe", "netcdf-c"} <= {build.package for build in built}
+    assert all(build.seconds > 0 for build in built)
+    assert [build.seconds for build in built] == sorted((b.seconds for b in built), reverse=True)
+    assert (location(b, b_env, "mpi-probe") / build_times.RECORD).is_file()
+    assert build_times.builds_since(b_root, since=0) == []
+    assert build_times.builds_since(bc.install_root(a, a_env), since=time.time() + 60) == []
+    table = build_times.table(built, count=2).splitlines()
+    assert len(table) == 4 and table[1].split()[0] == built[0].package
+    assert table[-1].startswith(f"{len(built)} packages built")
 
 
 def test_no_file_under_b_root_mentions_a_root(centre_a, centre_b):

@@ -9,7 +9,9 @@ import os
 import shutil
 import ssl
 import subprocess
+import tarfile
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -19,8 +21,9 @@ from climstack.bind import plan
 from climstack.check import container_smoke
 from climstack.common import stamp
 from climstack.errors import ClimstackError
-from climstack.image import base_image, image_check
+from climstack.image import base_image, image, image_check
 from climstack.launch import oci_images
+from climstack.launch.runtimes import apptainer as apptainer_runtime
 from climstack.stack import buildcache as bc
 from climstack.stack import oci_cache, signing
 from climstack.stack.registry import Registry
@@ -150,37 +153,113 @@ def probe_image(centre_a):
         yield registry, f"{registry.host}/centre-a/images:{tag_of(centre_a, 'mpi-probe')}"
 
 
+@dataclass
+class Pulled:
+    output: str  # mpi-probe's, run from the pulled image on 2 ranks
+    work: Path  # the directory it was pulled into, with the runtime's cache
+    served: list[str]  # the blobs the registry sent during the pull (its log)
+
+
 @pytest.fixture(scope="module")
-def pulled(probe_image):
-    """mpi-probe's image pulled by a runtime and run, once per runtime for the module:
-    runtime -> (mpi-probe's output, the directory it was pulled into). That directory is
-    kept, as the registry is: ch-image's storage and build cache in it, as a user's."""
+def pulled(probe_image, tmp_path_factory):
+    """mpi-probe's image pulled by a runtime and run, once per runtime for the module. Each
+    pull is a first one: a new directory for the image and for the runtime's cache
+    (APPTAINER_CACHEDIR, ch-image's storage), podman's copy removed before, so that no
+    earlier session's result stands in for it (a warm cache hid a failing pull once)."""
     registry, reference = probe_image
-    work = centre.DEMO / "pulled"
     done = {}
 
-    def pull(runtime: str) -> tuple[str, Path]:
+    def pull(runtime: str) -> Pulled:
         if runtime not in done:
-            with mock.patch.dict(os.environ, registry.environ()):
-                done[runtime] = container_smoke.run_pulled(reference, runtime, work=work), work
+            work = tmp_path_factory.mktemp(f"pulled-{runtime}")
+            if runtime == "podman":
+                subprocess.run(["podman", "rmi", "--force", reference], capture_output=True)
+            before = len(registry.served_blobs())
+            env = {**registry.environ(), "APPTAINER_CACHEDIR": str(work / "apptainer-cache")}
+            with mock.patch.dict(os.environ, env):
+                output = container_smoke.run_pulled(reference, runtime, work=work)
+            done[runtime] = Pulled(output, work, registry.served_blobs()[before:])
         return done[runtime]
 
     return pull
+
+
+#: where Apptainer mounts its own file systems or the host's files over the image's
+MOUNTED = ("/dev", "/proc", "/sys", "/tmp", "/var/tmp", "/run", "/root", "/home", "/etc/group")
+
+
+def foreign_owners(tarball: Path) -> list[tuple[str, int, int]]:
+    """(path, uid, gid) of each file or directory of the base's root filesystem owned by a
+    user or group other than root, outside the paths Apptainer mounts over."""
+    with tarfile.open(tarball) as tar:
+        members = [m for m in tar if (m.isfile() or m.isdir()) and (m.uid or m.gid)]
+    found = [("/" + m.name.removeprefix("./").strip("/"), m.uid, m.gid) for m in members]
+    return [f for f in found if not f[0].startswith(MOUNTED)]
+
+
+def manifest(registry: Registry, reference: str) -> dict:
+    """The image manifest the registry serves for HOST/REPOSITORY:TAG."""
+    repository, tag = reference.split("/", 1)[1].rsplit(":", 1)
+    request = urllib.request.Request(
+        f"https://{registry.host}/v2/{repository}/manifests/{tag}",
+        headers={
+            "Authorization": "Basic "
+            + base64.b64encode(f"{registry.user}:{registry.password}".encode()).decode(),
+            "Accept": "application/vnd.oci.image.manifest.v1+json, "
+            "application/vnd.docker.distribution.manifest.v2+json",
+        },
+    )
+    context = ssl.create_default_context(cafile=registry.ca)
+    with urllib.request.urlopen(request, context=context, timeout=10) as response:
+        return json.load(response)
 
 
 @pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)
 def test_buildcache_image_runs_mpi_probe_in_bind_mode(pulled, runtime):
     """Pulled as users do (ch-image pull, apptainer pull docker://, podman pull) and
     launched from the host on 2 ranks with the host MPI bound in."""
-    out, _ = pulled(runtime)
+    out = pulled(runtime).output
     assert "ranks: 2" in out and "MPICH Version:\t4.0.2" in out
     assert f"loaded: {plan.LINKS_DIR}/" in out
+
+
+@pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)
+def test_each_pull_fetched_the_image_from_the_registry(probe_image, pulled, runtime):
+    """The pull really ran: the registry's log shows it sending the image's config and,
+    to the runtimes whose cache the fixture made new, every layer."""
+    registry, reference = probe_image
+    found = manifest(registry, reference)
+    layers = {layer["digest"].split(":", 1)[1] for layer in found["layers"]}
+    served = set(pulled(runtime).served)
+    assert found["config"]["digest"].split(":", 1)[1] in served
+    if runtime != "podman":  # podman's storage may share the base's layer with other images
+        assert layers <= served, f"{runtime} pulled {len(layers & served)} of {len(layers)} layers"
+
+
+def test_apptainer_pull_keeps_files_owned_by_other_users_and_groups(probe_image, pulled):
+    """As root, the provided Apptainer unpacks each layer as root of a user namespace; files
+    owned by another user or group (the Debian base's /etc/gshadow is group shadow's) must
+    keep their owners: with one id mapped, the pull failed on the first of them."""
+    if apptainer_runtime.on_this_machine() != str(apptainer_runtime.PROVIDED):
+        pytest.skip("this machine has a system apptainer: the provided one is not used")
+    owners = foreign_owners(image.base_rootfs())
+    assert any(uid for _, uid, _ in owners) and any(gid for _, _, gid in owners), owners
+    sif = next(pulled("apptainer").work.glob("*.sif"))
+    paths = [path for path, _, _ in owners]
+    proc = subprocess.run(
+        [apptainer_runtime.PROVIDED, "exec", sif, "stat", "-c", "%u:%g %n", *paths],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [f"{uid}:{gid} {path}" for path, uid, gid in owners]
 
 
 def test_buildcache_image_lacks_the_recipe_guarantees(probe_image, pulled):
     """What our containerize recipe adds: the local site builds with Spack's default RPATH
     and nothing links libxpmem, so image_check flags mpi-probe in the buildcache image."""
-    _, work = pulled("charliecloud")  # the image directory ch-image pulled
+    work = pulled("charliecloud").work  # the image directory ch-image pulled
     image_dir = oci_images.charliecloud_image_dir(work / "ch-image", probe_image[1])
     probe = Path(oci_images.program(image_dir, "mpi-probe"))
     (info,) = image_check.mpi_users(image_check.scan(probe.parent, sysroot=image_dir))

@@ -17,9 +17,9 @@ from climstack.inputs import sites
 from climstack_dev import IN_SPACK
 
 
-def setup(**env):
+def setup(*args: str, **env) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "climstack.setup"],
+        [sys.executable, "-m", "climstack.setup", *args],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
@@ -40,6 +40,20 @@ def test_warm_cache_needs_no_network():
     assert "cloning" not in proc.stderr and "unreachable.invalid" not in proc.stderr
     assert f"setup: Spack {pins.SPACK_VERSION} at {pins.spack_root()}" in proc.stderr
     assert [os.stat(path).st_ino for path in clones] == before
+
+
+def test_setup_leaves_the_apptainer_to_make_local_or_builds_only_it():
+    """`make local` runs setup --without-apptainer, then --only-apptainer beside the stack
+    builds: the first names what it skipped, the second touches no clone."""
+    without = setup("--without-apptainer")
+    assert without.returncode == 0, without.stderr
+    assert "skipped: the provided Apptainer (--without-apptainer" in without.stderr
+    only = setup("--only-apptainer")
+    assert only.returncode == 0, only.stderr
+    assert "Spack" not in only.stderr and "host's compilers" not in only.stderr
+    assert climstack_setup.where(["--at", "local", "--only-apptainer"])[2] == "--only-apptainer"
+    bad = setup("--without-apptainer", "--only-apptainer")
+    assert bad.returncode == 2 and "unknown argument '--only-apptainer'" in bad.stderr
 
 
 def test_spack_reports_the_pinned_version():

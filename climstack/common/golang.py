@@ -5,6 +5,7 @@ caches in a scratch directory of the build (thrown away with it)."""
 import shutil
 from pathlib import Path
 
+from climstack.common import process
 from climstack.errors import ClimstackError
 
 #: no toolchain download, a module cache that can be removed
@@ -27,3 +28,15 @@ def go(what: str) -> str:
 def caches(scratch: Path) -> dict[str, str]:
     """GOPATH, GOMODCACHE and GOCACHE under `scratch`."""
     return {k: str(scratch / "go" / k) for k in ("GOPATH", "GOMODCACHE", "GOCACHE")}
+
+
+def toolchains(go_command: str) -> tuple[str, ...]:
+    """What a cache key of a build with Go and cgo names of its toolchains: `go version`
+    and the C compiler's full version (a Go or GCC update rebuilds)."""
+    commands = ([go_command, "version"], ["gcc", "-dumpfullversion"])
+    return tuple(
+        process.run(
+            command, " ".join(command), timeout=60, fix=f"install {command[0]}"
+        ).stdout.strip()
+        for command in commands
+    )

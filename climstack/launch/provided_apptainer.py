@@ -4,11 +4,13 @@ CPU-seconds on 2 cores; never at a centre, which runs its own). `bin/apptainer A
 
 Built as an unprivileged user's Apptainer is (no setuid starter, no network plugins, no
 seccomp, no subuid library): images run in user namespaces, SIFs are mounted with
-squashfuse. As root it runs as root of a user namespace of its own (`unshare --user
---map-root-user`): Apptainer's privileged route asks for every capability, and a host that
-withholds one from root (this machine keeps back CAP_SYS_RESOURCE) gets "Requesting
-capability set ... while permitted capability set is ..." instead of a container. In the
-namespace it has them all, and builds, execs and mounts as an ordinary user's would.
+squashfuse. As root it runs as root of a user namespace of its own: Apptainer's privileged
+route asks for every capability, and a host that withholds one from root (this machine keeps
+back CAP_SYS_RESOURCE) gets "Requesting capability set ... while permitted capability set
+is ..." instead of a container. In the namespace it has them all, and builds, execs and
+mounts as an ordinary user's would. The namespace maps ids 0-65535 onto themselves
+(climstack.common.userns), not root alone: Apptainer there still counts as root and restores
+each pulled file's owner, which must be mapped (`/etc/gshadow` is group shadow's).
 """
 
 import os
@@ -17,7 +19,7 @@ import sys
 from pathlib import Path
 
 from climstack import pins
-from climstack.common import cache, golang, process, progress, stamp
+from climstack.common import cache, golang, process, progress, stamp, userns
 from climstack.errors import ClimstackError
 
 PIN = pins.GitPin(
@@ -34,19 +36,31 @@ CONFIGURE = ("--without-suid", "--without-network", "--without-seccomp", "--with
 HOME = "apptainer"
 
 
-def entry() -> cache.Entry:
-    """Its install prefix in the cache, the key of its inputs inside it."""
-    key = stamp.digest(PIN.commit, *CONFIGURE, *map("=".join, sorted(golang.ENV.items())))
+def entry(toolchains: tuple[str, ...] = ()) -> cache.Entry:
+    """Its install prefix in the cache, the key of its inputs inside it: the release, its
+    options, Go's settings and the toolchains' versions (golang.toolchains)."""
+    key = stamp.digest(
+        PIN.commit, *CONFIGURE, *map("=".join, sorted(golang.ENV.items())), *toolchains
+    )
     prefix = pins.cache_dir().absolute() / HOME / VERSION  # compiled in: absolute
     return cache.Entry(prefix, key, inside=".climstack-inputs")
 
 
-def ensure() -> Path:
-    """The install prefix, built once (a clone of the tag, mconfig, make, make install)."""
+def built() -> Path | None:
+    """The apptainer command bin/setup built, whatever toolchains it was built with (asking
+    them at every start would cost each rank a `go version`); None before."""
     made = entry()
+    program = made.path / "bin" / "apptainer"
+    return program if made.stamp.is_file() and program.is_file() else None
+
+
+def ensure() -> Path:
+    """The install prefix, built once per inputs (a clone of the tag, mconfig, make, make
+    install)."""
+    go = golang.go(f"Apptainer {VERSION} (the project's, for a machine without one)")
+    made = entry(golang.toolchains(go))
     if made.current():
         return made.path
-    go = golang.go(f"Apptainer {VERSION} (the project's, for a machine without one)")
     for tool in ("git", "make", "gcc"):
         if not shutil.which(tool):
             raise ClimstackError(
@@ -110,32 +124,26 @@ def ensure() -> Path:
 
 
 def command(argv: list[str]) -> list[str]:
-    """The command line that runs `apptainer argv` (in a user namespace, as root)."""
-    made = entry()
-    if not made.current():
+    """The command line that runs `apptainer argv` (as root: inside `userns.enter()`)."""
+    program = built()
+    if not program:
         raise ClimstackError(
-            f"no `apptainer` on PATH and the provided one is not built yet ({made.path})",
+            f"no `apptainer` on PATH and the provided one is not built yet ({entry().path})",
             fix=f"run {pins.PROJECT_ROOT}/bin/setup (it builds it in the user cache), or "
             "load your site's apptainer module",
         )
-    program = [str(made.path / "bin" / "apptainer"), *argv]
-    if os.geteuid():
-        return program
-    if not shutil.which("unshare"):
-        raise ClimstackError(
-            "`unshare` not found: as root the provided Apptainer runs in a user namespace",
-            fix="apt-get install util-linux, or run it as an ordinary user",
-        )
-    return ["unshare", "--user", "--map-root-user", *program]
+    return [str(program), *argv]
 
 
 def main(argv=None) -> int:
     try:
         args = command(sys.argv[1:] if argv is None else argv)
+        if os.geteuid() == 0:
+            userns.enter()
     except ClimstackError as err:
         print(f"apptainer (climstack): error: {err}", file=sys.stderr)
-        return 2
-    os.execvp(args[0], args)
+        return err.exit_code
+    os.execv(args[0], args)
 
 
 if __name__ == "__main__":

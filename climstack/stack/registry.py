@@ -6,6 +6,7 @@ it through SSL_CERT_FILE (Spack's `config:ssl_certs` default, Go's and Python's)
 with CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN (the variables our mirrors name)."""
 
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -149,3 +150,17 @@ class Registry:
         """digest -> size of every blob the registry holds (what was transferred to it)."""
         blobs = self.storage / "docker" / "registry" / "v2" / "blobs" / "sha256"
         return {p.parent.name: p.stat().st_size for p in blobs.glob("*/*/data")}
+
+    def served_blobs(self) -> list[str]:
+        """Digests of the blobs this run has sent (GET .../blobs/sha256:D, in its log's
+        order, repeats kept): what clients really pulled, whatever their caches hold."""
+        text = self.log.read_text(errors="replace") if self.log.is_file() else ""
+        return SERVED_BLOB.findall(text)
+
+
+#: a GET of a blob that completed, in the registry's request log (logrus's text format:
+#: fields in alphabetical order, so the method comes before the URI)
+SERVED_BLOB = re.compile(
+    r'msg="response completed".*http\.request\.method=GET .*'
+    r'http\.request\.uri="/v2/[^"]+/blobs/sha256:([0-9a-f]{64})"'
+)
