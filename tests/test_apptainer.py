@@ -4,11 +4,13 @@ outside the container as on a Cray, loads the host MPI in bind mode; the RPATH b
 hybrid mode keep the image's. Then a SIF built by `climstack sif` from `climstack image`."""
 
 import filecmp
+import io
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import tarfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -235,6 +237,65 @@ def test_the_provided_apptainer_is_the_pinned_release():
     proc = subprocess.run([APPTAINER, "--version"], capture_output=True, text=True)
     assert proc.stdout.strip() == f"apptainer version {provided_apptainer.VERSION}", proc.stderr
     assert provided_apptainer.VERSION == "1.5.3"
+
+
+#: files of an OCI image owned by others than root, as a distribution's are: path -> uid, gid
+OTHER_OWNERS = {"etc/gshadow": (0, 42), "var/mail/note": (8, 8), "srv/data": (1000, 1000)}
+
+
+def oci_layout_with_other_owners(tmp_path: Path) -> Path:
+    """A one-layer OCI image layout (umoci) holding OTHER_OWNERS."""
+    layer = tmp_path / "layer.tar"
+    with tarfile.open(layer, "w") as tar:
+        for name, (uid, gid) in OTHER_OWNERS.items():
+            member = tarfile.TarInfo(name)
+            member.size, member.uid, member.gid, member.mode = 2, uid, gid, 0o644
+            tar.addfile(member, io.BytesIO(b"x\n"))
+    layout = tmp_path / "layout"
+    for command in (
+        ["init", "--layout", layout],
+        ["new", "--image", f"{layout}:t"],
+        ["raw", "add-layer", "--image", f"{layout}:t", layer],
+    ):
+        subprocess.run(["umoci", *map(str, command)], check=True, capture_output=True)
+    return layout
+
+
+def test_an_oci_image_with_other_owners_builds_into_a_sif_keeping_them(tmp_path):
+    """`apptainer build SIF oci:LAYOUT` unpacks the layers as `pull docker://` does, run for
+    real every session: as root in its user namespace Apptainer restores each file's owner,
+    so the ids must be mapped (ids 0-65535). The control: with root alone mapped (`unshare
+    --map-root-user`, as before), the same build fails on the first file of another owner."""
+    if APPTAINER != str(apptainer.PROVIDED) or os.geteuid() != 0:
+        pytest.skip("the provided Apptainer as root: a user's Apptainer ignores owners")
+    layout = oci_layout_with_other_owners(tmp_path)
+    made = subprocess.run(
+        [APPTAINER, "build", tmp_path / "owners.sif", f"oci:{layout}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert made.returncode == 0, made.stderr[-2000:]
+    offset = sif_image.rootfs_offset(tmp_path / "owners.sif")
+    listing = subprocess.run(
+        ["unsquashfs", "-lln", "-o", str(offset), tmp_path / "owners.sif"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    found = {
+        line.split()[-1].removeprefix("squashfs-root/"): line.split()[1]
+        for line in listing.splitlines()
+        if line.split() and line.split()[-1].removeprefix("squashfs-root/") in OTHER_OWNERS
+    }
+    assert found == {name: f"{uid}/{gid}" for name, (uid, gid) in OTHER_OWNERS.items()}
+    one_id = subprocess.run(
+        ["unshare", "--user", "--map-root-user", provided_apptainer.command([])[0], "build"]
+        + [str(tmp_path / "one-id.sif"), f"oci:{layout}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert one_id.returncode != 0 and "lchown" in one_id.stderr, one_id.stderr[-2000:]
 
 
 def test_verify_reads_a_sif_built_elsewhere(image, tmp_path):

@@ -4,6 +4,7 @@ netcdf-fortran, builds a NetCDF-Fortran MPI program with what the modules set, r
 ranks and reads its file; the program links the stack's NetCDF, not the system's. Bad
 input is named: a site without module configuration, a root that cannot be written."""
 
+import re
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -185,6 +186,9 @@ def test_the_image_as_a_module_runs_its_programs_on_the_host_mpi_in_the_working_
     made = climstack("modules", "local", "--image", str(image_dir), "--plan", plan.directory,
                      "--root", str(root), "--name", "archer2-image")  # fmt: skip
     assert made.returncode == 0, made.stderr
+    verified = re.search(r"(\d+) MPI programs verified under the plan, (\d+) serial", made.stdout)
+    assert verified and int(verified.group(1)) >= 3, made.stdout  # mpi-probe, OSU, MOM6 ...
+    assert "--model-only" not in made.stderr  # each confirmed by the image's own ld.so
     work = tmp_path / "work"
     work.mkdir()
     (work / "data.cdl").write_text("netcdf data {\ndimensions:\n  x = 3 ;\nvariables:\n"
@@ -206,7 +210,9 @@ def test_the_image_as_a_module_runs_its_programs_on_the_host_mpi_in_the_working_
     assert "\tx = 3 ;" in proc.stdout and (work / "data.nc").stat().st_size > 0
 
 
-@pytest.mark.parametrize("case", ["no image", "no plan", "another site", "podman", "sif"])
+@pytest.mark.parametrize(
+    "case", ["no image", "no plan", "another site", "podman", "sif", "refused plan"]
+)
 def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_path):
     image_dir, plan = image_and_plan
     args = ["--image", str(image_dir), "--plan", plan.directory, "--root", str(tmp_path / "m")]
@@ -216,6 +222,8 @@ def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_pat
         "another site": "is of site archer2, the module of local (site local)",
         "podman": "publish the plan as a podman-hpc module",
         "sif": "is a file, and the plan's runtime charliecloud runs image directories",
+        # the gate: a plan that binds no host MPI publishes nothing, even --model-only
+        "refused plan": "is not proven to run on the host MPI",
     }[case]
     if case == "no image":
         args[1] = str(tmp_path / "absent")
@@ -224,13 +232,15 @@ def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_pat
     if case == "sif":
         args[1] = str(tmp_path / "x.sif")
         Path(args[1]).write_bytes(b"")
-    if case in ("another site", "podman"):
-        other = (
-            replace(plan, site="archer2")
-            if case == "another site"
-            else replace(plan, runtime="podman")
-        )
+    if case in ("another site", "podman", "refused plan"):
+        other = {
+            "another site": replace(plan, site="archer2"),
+            "podman": replace(plan, runtime="podman"),
+            "refused plan": replace(plan, links={}),
+        }[case]
         args[3] = planner.write(other, tmp_path / "other").directory
+    if case == "refused plan":
+        args.append("--model-only")
     proc = climstack("modules", "local", *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert expected in proc.stderr and "fix:" in proc.stderr

@@ -49,6 +49,7 @@ def make_record(cache: Path, when: str = "20261127-101500") -> Path:
     mom6 = out / "model" / "mom6"
     runs = {name: make_run(mom6 / f"{name}-1") for name in RAN}
     layout = make_run(mom6 / "mpich-layout-2x1")
+    native = make_run(mom6 / "native-1")
     record = {
         "image_key": KEY,
         "hosts": {name: {"title": name} for name in abi_hosts.NAMES},
@@ -62,6 +63,13 @@ def make_record(cache: Path, when: str = "20261127-101500") -> Path:
             },
             "layout": {"host": "mpich", "layouts": ["1,2", "2,1"], "a": str(runs["mpich"]),
                        "b": str(layout), **CLAIM},  # fmt: skip
+            "native": {
+                "host": "mpich",
+                "program": "/native/bin/MOM6",
+                "a": str(native),
+                "b": str(runs["mpich"]),
+                **CLAIM,
+            },
         },
     }
     (out / "abi.json").write_text(json.dumps(record, indent=2) + "\n")
@@ -84,8 +92,9 @@ def test_the_record_is_read_with_every_comparison_made_from_the_runs_files(cache
     assert all(v["variables"] == 1 and not v["differences"] for v in record["netcdf"].values())
     model = record["model"]
     # ocean.stats, prog.nc's temp and ice/thick, the restart's Temp: counted here, not read
-    for found in [*model["across_hosts"].values(), model["layout"]]:
+    for found in [*model["across_hosts"].values(), model["layout"], model["native"]]:
         assert found["compared"] == 4 and found["differences"] == [], found
+    assert set(abi.model_pairs(model)) == {*model["across_hosts"], "layouts", "image vs native"}
     assert abi_report.status(record["netcdf"]) == abi_report.model_status(model) == 0
     assert abi.recorded("other-inputs") is None
 
@@ -110,8 +119,24 @@ def test_a_changed_output_fails_though_the_record_says_bit_identical(cache):
     [data_differ] = record["netcdf"]["mpich vs openmpi"]["differences"]
     assert data_differ.startswith("bench.nc:data: data differ")
     assert abi_report.status(record["netcdf"]) == abi_report.model_status(model) == 1
+    assert model["native"]["differences"] == []
     table = abi_report.model_table(model)
     assert "DIFFERS from mpich: ocean.stats" in table and "2,1 on mpich: DIFFERENT" in table
+
+
+def test_the_image_against_the_native_build_is_made_again_too(cache):
+    """The image's MOM6 against the native build's: once written by `bench abi` and read
+    back as it was; a changed native output now makes the record differ, and exit 1."""
+    out = make_record(cache)
+    stats = out / "model" / "mom6" / "native-1" / "ocean.stats"
+    stats.write_text(stats.read_text().replace("SL -2.8527E-15\n", "SL -2.8528E-15\n", 1))
+    model = abi.recorded(KEY)["model"]
+    assert all(not pair["differences"] for pair in model["across_hosts"].values())
+    [differs] = model["native"]["differences"]
+    assert differs.startswith("ocean.stats: text differs from line 2")
+    assert abi_report.model_status(model) == 1
+    shutil.rmtree(out / "model" / "mom6" / "native-1")  # its runs gone: not read
+    assert abi.recorded(KEY) is None
 
 
 def test_a_record_whose_runs_are_gone_is_not_read(cache):

@@ -230,6 +230,16 @@ def test_cli_exit_codes_and_run(image, plans):
     )
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "verdict: ok" in ok.stdout and "MPICH Version:\t4.0.2" in ok.stdout
+    # the image's ld.so not asked: the model's ok alone starts nothing unless told to
+    unasked = [*ok.args, "--no-oracle"]
+    held = subprocess.run(unasked, capture_output=True, text=True, env=env)
+    assert held.returncode == 4, held.stdout + held.stderr
+    assert "run: not started: ok by the model alone: --no-oracle" in held.stdout
+    assert "run: exit" not in held.stdout
+    told = subprocess.run([*unasked, "--model-only"], capture_output=True, text=True, env=env)
+    assert told.returncode == 4, told.stdout + told.stderr
+    assert "run: --model-only: started on the model's ok alone" in told.stdout
+    assert "run: exit 0; library: MPICH Version:\t4.0.2" in told.stdout
     refused = subprocess.run(
         [
             climstack,

@@ -64,6 +64,17 @@ def test_a_report_is_ok_only_when_the_loader_agrees():
     assert refused.verdict == "refused" and "no libmpi.so.12" in refused.refusal(True)
     unchecked = verdict.Report("/bin/app", oracle="agrees", unchecked=["no --plan"])
     assert unchecked.verdict == "not checked" and not unchecked.ok
+    # through mpi_abi_wrapper the wrapper's map needs the loader's word too: a wrapper checked
+    # but never asked about once counted as agreement
+    for wrapper_oracle, ok in (("agrees", True), (None, False), ("failed: exit 1", False)):
+        wrapper = {"library": "/host/libmpiwrapper.so", "imports": 688}
+        if wrapper_oracle:
+            wrapper["oracle"] = wrapper_oracle
+        through = verdict.Report("/bin/app", oracle="agrees", wrapper=wrapper)
+        assert through.ok == ok and bool(through.refusal()) != ok, through.verdict
+        if not ok:
+            expected = f"libmpiwrapper's link map: {wrapper_oracle or 'not asked'}"
+            assert expected in through.verdict
 
 
 def test_verify_without_the_runtime_says_model_alone_and_exits_4(image, plan, without_ch_run):

@@ -201,15 +201,23 @@ def test_without_a_plan_verify_never_says_ok(app):
     assert "NOT CHECKED: no --plan" in proc.stdout
 
 
-def test_run_that_loaded_the_images_mpi_is_refused(app, tmp_path):
-    """mpi-probe-rpath loads the image's MPICH 5.0.2 whatever the plan binds: --run says so
-    (and exits 1) from the probe's own `loaded:` line."""
+def test_run_of_a_refused_plan_never_starts(app, tmp_path):
+    """mpi-probe-rpath loads the image's MPICH 5.0.2 whatever the plan binds: verify refuses
+    it, so --run does not start it (it once ran and printed "MPICH Version: 5.0.2"), not even
+    with --model-only; a run that did load the image's MPI is refused by its `loaded:` line."""
     made = plan_for(app, tmp_path)
     mpiexec = helpers.mpich("5.0.2").bin / "mpiexec"
-    proc = climstack("verify", "/opt/probe/bin/mpi-probe-rpath", "--image", app, "--plan",
-                     made.directory, "--run", "--launcher", f"{mpiexec} -n 1")  # fmt: skip
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert f"run: REFUSED: it loaded {helpers.IMAGE_PREFIX}/lib/libmpi.so.12" in proc.stdout
+    for override in ([], ["--model-only"]):
+        launcher = ["--launcher", f"{mpiexec} -n 1"]
+        proc = climstack("verify", "/opt/probe/bin/mpi-probe-rpath", "--image", app, "--plan",
+                         made.directory, "--run", *launcher, *override)  # fmt: skip
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert "run: not started: the plan is refused" in proc.stdout
+        assert "run: exit" not in proc.stdout and "MPICH Version" not in proc.stdout
+    loaded = {"loaded": f"{helpers.IMAGE_PREFIX}/lib/libmpi.so.12"}
+    assert f"it loaded {helpers.IMAGE_PREFIX}/lib/libmpi.so.12" in verify.loaded_mismatch(
+        made, loaded
+    )
     good = {"loaded": f"{planner.LINKS_DIR}/libmpi.so.12"}
     assert verify.loaded_mismatch(made, good) == ""
     assert "no `loaded:` line" in verify.loaded_mismatch(made, {})

@@ -45,8 +45,15 @@ class Report:
     def confirmed(self) -> bool:
         """The image's own ld.so listed the same link map as the model (and libmpiwrapper's,
         where the plan binds the standard ABI through mpi_abi_wrapper)."""
-        wrapper = self.wrapper.get("oracle", ORACLE_AGREES) if self.wrapper else ORACLE_AGREES
-        return self.oracle == ORACLE_AGREES and wrapper == ORACLE_AGREES
+        return self.oracle == ORACLE_AGREES and self._wrapper_oracle == ORACLE_AGREES
+
+    @property
+    def _wrapper_oracle(self) -> str:
+        """The image's ld.so on libmpiwrapper's map: a wrapper checked but not asked about
+        is not confirmed (it once counted as agreement)."""
+        if not self.wrapper:
+            return ORACLE_AGREES  # no wrapper in the plan: nothing more to confirm
+        return self.wrapper.get("oracle") or "not asked"
 
     @property
     def ok(self) -> bool:
@@ -58,6 +65,8 @@ class Report:
         """Why the real loader did not confirm the map ('' when it did)."""
         if self.confirmed:
             return ""
+        if self.oracle == ORACLE_AGREES:  # the program's map: libmpiwrapper's was not
+            return f"the image's ld.so on libmpiwrapper's link map: {self._wrapper_oracle}"
         asked = self.oracle.removeprefix("not asked: ")
         return asked or "the image's own ld.so was not asked (verify with --image and --plan)"
 

@@ -40,10 +40,36 @@ def of_image(args) -> None:
     modules.writable(root)
     image = Path(args.image).resolve()
     name = args.name or image.name.removesuffix(".sif")
-    written = image_module.write(plan, image, root, name, args.version)
+    written, mpi, serial = image_module.write(
+        plan, image, root, name, args.version, gate=published(plan, image, args.model_only)
+    )
+    print(
+        f"climstack modules: {len(mpi)} MPI programs verified under the plan, {len(serial)} "
+        "serial programs and scripts (no MPI library in their closure)"
+    )
     print(f"climstack modules: {written}")
     print(f"  module use {root}")
     print(f"  module load {name}/{args.version}")
+
+
+def published(plan, image: Path, model_only: bool):
+    """The gate an image module passes before it is written: every MPI program of the view
+    verified under the plan (check.gate), in bind mode."""
+    from climstack.check import gate
+    from climstack.image import image_module
+
+    def check(programs: list[str], tree: Path) -> None:
+        if plan.mode != "bind":
+            return
+        fix = (
+            "rebuild the image (RUNPATH, an MPICH no newer than the host's base), write the "
+            "plan again (`climstack bind`), or --model-only to accept a verdict the image's "
+            "ld.so did not confirm"
+        )
+        paths = [f"{image_module.BIN}/{program}" for program in programs]
+        gate.require(plan, image, paths, model_only, "modules", fix=fix, tree=tree)
+
+    return check
 
 
 def register(commands) -> None:
@@ -62,4 +88,10 @@ def register(commands) -> None:
     sub.add_argument("--plan", help="with --image: the bind plan its commands run under")
     sub.add_argument("--name", help="with --image: the module's name (default: the image's)")
     sub.add_argument("--version", default="latest", help="with --image: its version")
+    sub.add_argument(
+        "--model-only",
+        action="store_true",
+        help="with --image: publish programs whose verdict the image's ld.so did not confirm "
+        "(climstack's model alone; said in the output); a refused one never is",
+    )
     sub.set_defaults(run=run)

@@ -5,11 +5,10 @@ from pathlib import Path
 
 from climstack.bind import families
 from climstack.bind.plan import Plan
-from climstack.check import parity, verdict, verify
+from climstack.check import gate, parity
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.jobs.slurm import Component, script
-from climstack.launch import sif_image
 
 
 def require_families(plan: Plan, wanted: dict) -> None:
@@ -38,17 +37,16 @@ def preflight(
             fix="give the image directory or .sif the job runs (or --no-verify to write the "
             "script without checking it)",
         )
-    with sif_image.files(image) as tree:
-        for component in components:
-            report = verify.check(component.command[0], plan, tree, runtime_image=image)
-            if why := report.refusal(model_only):
-                raise ClimstackError(
-                    f"{component.command[0]} in {image} is not proven to run on the host "
-                    f"MPI: {why}\n" + verdict.render(report),
-                    fix="rebuild it (RUNPATH, an MPICH no newer than the host's base); "
-                    "--model-only to accept a verdict the image's ld.so did not confirm, or "
-                    "--no-verify to write the script anyway",
-                )
+    gate.require(
+        plan,
+        image,
+        [component.command[0] for component in components],
+        model_only,
+        "slurm",
+        fix="rebuild it (RUNPATH, an MPICH no newer than the host's base); --model-only to "
+        "accept a verdict the image's ld.so did not confirm, or --no-verify to write the "
+        "script anyway",
+    )
 
 
 def site_of(plan: Plan, asked: str | None, where: Path) -> sites.Site:

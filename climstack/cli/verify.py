@@ -51,9 +51,17 @@ def register(commands) -> None:
         report.problems[:0] = refused  # the spec's first: nothing runs under a spec refused
         found = {**asdict(report), "verdict": report.verdict, "confirmed": report.confirmed}
         print(json.dumps(found, indent=2) if args.json else render(report))
-        if refused or left_to_runtime(plan):  # nothing runs under a plan refused
-            return 1
+        status = exit_status(report)
+        if refused or left_to_runtime(plan) or status == NEGATIVE:
+            if args.run_probe:  # nothing runs under a plan refused
+                print("run: not started: the plan is refused for it")
+            return NEGATIVE
         if args.run_probe:
+            if why := report.refusal(args.model_only):  # the one gate (check.verdict)
+                print(f"run: not started: {why}")
+                return status
+            if not report.confirmed:
+                print("run: --model-only: started on the model's ok alone")
             proc = run_probe(checked, args.image, args.executable, shlex.split(args.launcher))
             probe = parse_probe(proc.stdout)
             print(
@@ -62,11 +70,11 @@ def register(commands) -> None:
             )
             if proc.returncode:
                 print(proc.stderr.strip()[-2000:], file=sys.stderr)
-                return 1
+                return NEGATIVE
             if mismatch := loaded_mismatch(checked, probe):
                 print(f"run: REFUSED: {mismatch}")
-                return 1
-        return exit_status(report)
+                return NEGATIVE
+        return status
 
     sub = commands.add_parser(
         "verify",
@@ -89,7 +97,14 @@ def register(commands) -> None:
         "--run",
         dest="run_probe",
         action="store_true",
-        help="then run it (mpi-probe) under the plan",
+        help="then run it (mpi-probe) under the plan, only if the verdict is ok and the "
+        "image's ld.so confirmed it",
+    )
+    sub.add_argument(
+        "--model-only",
+        action="store_true",
+        help="with --run: start it on the model's ok when the image's ld.so was not asked or "
+        "could not answer (said in the output); a refused plan never runs",
     )
     sub.add_argument(
         "--no-oracle",

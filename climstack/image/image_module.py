@@ -41,6 +41,18 @@ def programs(image_dir: Path) -> list[str]:
     return found
 
 
+def mpi_programs(image_dir: Path, names: list[str]) -> list[str]:
+    """Those of the view's programs `names` that load an MPI library, directly or through a
+    library of the view (the rest, serial programs and scripts, load none)."""
+    files = [
+        *image_check.scan(Path(BIN), sysroot=image_dir),
+        *image_check.scan(Path(f"{image.VIEW}/lib"), sysroot=image_dir),
+    ]
+    users = {Path(f.path) for f in image_check.mpi_users(files)}
+    real = {name: image_check.resolve_in(image_dir, PurePosixPath(BIN) / name) for name in names}
+    return [name for name in names if real[name] in users]
+
+
 def wrapper(plan, image_path: str, program: str) -> str:
     """The script that runs `program` of the image under the plan, in $PWD."""
     runtime = runtimes.get(plan.runtime)
@@ -71,8 +83,10 @@ prepend_path("PATH", "{bin_dir}")
 """
 
 
-def write(plan, image_path: Path, root: Path, name: str, version: str) -> Path:
-    """The module file, its wrappers beside it; returns the module file."""
+def write(plan, image_path: Path, root: Path, name: str, version: str, gate) -> tuple:
+    """The module file, its wrappers beside it, once `gate(mpi_programs, files)` passed (it
+    raises otherwise, and nothing is written); (the module file, the MPI programs, the
+    others)."""
     if not image_path.exists():
         raise ClimstackError(
             f"image {image_path} does not exist",
@@ -89,6 +103,8 @@ def write(plan, image_path: Path, root: Path, name: str, version: str) -> Path:
     runtime.check_image(plan, image_path)
     with sif_image.files(image_path) as files:  # a SIF: its file system, unpacked
         names = programs(files)
+        mpi = mpi_programs(files, names)
+        gate(mpi, files)
     scripts = {n: wrapper(plan, str(image_path), n) for n in names}
     final, module = root / name / version, root / name / f"{version}.lua"
     (root / name).mkdir(parents=True, exist_ok=True)
@@ -101,4 +117,4 @@ def write(plan, image_path: Path, root: Path, name: str, version: str) -> Path:
 
     atomic.directory(final, fill, current=lambda: False)  # always written anew
     atomic.write_text(module, lua(name, version, final / "bin", plan, str(image_path), names))
-    return module
+    return module, mpi, [n for n in names if n not in mpi]

@@ -281,14 +281,24 @@ def recorded(image_key: str) -> dict | None:
     return None
 
 
+def model_pairs(model: dict) -> dict[str, dict]:
+    """MOM6's bit-for-bit pairs of a record's model lane, by name: each host against the
+    first, the two layouts, and the image's MOM6 against the native build's."""
+    pairs = dict(model.get("across_hosts", {}))
+    for name, key in (("layouts", "layout"), ("image vs native", "native")):
+        if model.get(key):
+            pairs[name] = model[key]
+    return pairs
+
+
 def recompared(record: dict, out: Path) -> dict | None:
     """`record` (abi.json of a comparison in `out`) with NetCDF-Bench's comparisons and
-    MOM6's (across hosts, layouts) made again from the files the runs left; None when any
-    of them is gone. A file that does not read is a ToolFailure (bench.model.bitwise)."""
+    MOM6's (model_pairs: across hosts, layouts, the image against native) made again from
+    the files the runs left; None when any of them is gone. A file that does not read is a
+    ToolFailure (bench.model.bitwise)."""
     written = {name: netcdf_file(out, name) for name in record["hosts"]}
     model = record["model"]
-    pairs = [*model.get("across_hosts", {}).values(), *filter(None, [model.get("layout")])]
-    runs = [Path(pair[k]) for pair in pairs for k in ("a", "b")]
+    runs = [Path(pair[k]) for pair in model_pairs(model).values() for k in ("a", "b")]
     if not all(f.is_file() for f in written.values()) or not all(r.is_dir() for r in runs):
         return None
 
@@ -297,8 +307,9 @@ def recompared(record: dict, out: Path) -> dict | None:
 
     across = model.get("across_hosts", {})
     model = {**model, "across_hosts": {pair: again(found) for pair, found in across.items()}}
-    if model.get("layout"):
-        model["layout"] = again(model["layout"])
+    for key in ("layout", "native"):
+        if model.get(key):
+            model[key] = again(model[key])
     return {**record, "netcdf": same_data(written), "model": model}
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from climstack.bench.report import stats
-from climstack.bench.abi.abi import PROBE, SIZES
+from climstack.bench.abi.abi import PROBE, SIZES, model_pairs
 from climstack.bench.abi.abi_model import MODEL
 from climstack.bind import loader, plan as plans
 from climstack.check import verify
@@ -260,6 +260,6 @@ def _median(times: list[float]) -> str:
 
 
 def model_status(model: dict) -> int:
-    """1 when MOM6's outputs differ between hosts or layouts (a refused host is a row)."""
-    pairs = [*model.get("across_hosts", {}).values(), *filter(None, [model.get("layout")])]
-    return NEGATIVE if any(p["differences"] for p in pairs) else OK
+    """1 when MOM6's outputs differ between hosts, layouts, or the image and the native
+    build (abi.model_pairs; a refused host is a row)."""
+    return NEGATIVE if any(p["differences"] for p in model_pairs(model).values()) else OK

@@ -66,9 +66,7 @@ def run_abi(args, fresh_out) -> int:
     print(table)
     print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
     differ = [k for k, v in results["netcdf"].items() if v["differences"]]
-    model = results["model"]
-    differ += [k for k, v in [*model["across_hosts"].items(), ("layouts", model.get("layout"))]
-               if v and v["differences"]]  # fmt: skip
+    differ += [k for k, v in abi.model_pairs(results["model"]).items() if v["differences"]]
     for pair in differ:
         print(f"climstack bench abi: the outputs differ: {pair}", file=sys.stderr)
     return max(abi_report.status(results["netcdf"]), abi_report.model_status(results["model"]))
