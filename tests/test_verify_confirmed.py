@@ -119,3 +119,37 @@ def test_slurm_preflight_refuses_an_image_that_does_not_exist(plan, tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2 and f"--image {tmp_path / 'app.sif'} does not exist" in proc.stderr
     assert "--no-verify" in proc.stderr
+
+
+def test_rules_that_stood_in_for_the_images_are_named_and_never_a_plain_ok(
+    image, plan, tmp_path, monkeypatch
+):
+    """The model follows the image's own ld.so and its ld.so.cache read by this host's
+    ldconfig. Where that ldconfig is missing (ld.so.conf's directories scanned instead) or
+    cannot read the image's cache (taken as absent), the verdict said "the image's own
+    ld.so and ld.so.cache" and ok; now it names the rule that stood in, and is no plain ok
+    even where the image's ld.so agrees."""
+    from climstack.bind import glibc_rules
+
+    program = helpers.BASE_PROBE
+    asked = verify.check(program, plan, image, runtime_image=image)
+    assert asked.ok and asked.rules.endswith("and ld.so.cache") and not asked.rules_stand_in
+    which = glibc_rules.shutil.which
+    with monkeypatch.context() as patched:  # a host without ldconfig (a minimal login node)
+        patched.setattr(
+            glibc_rules.shutil, "which", lambda n, **k: None if n == "ldconfig" else which(n, **k)
+        )
+        glibc_rules._asked.cache_clear()
+        scanned = verify.check(program, plan, image, runtime_image=image)
+    glibc_rules._asked.cache_clear()
+    assert "no ldconfig on this host" in scanned.rules and "ld.so.conf scanned" in scanned.rules
+    assert scanned.passed and not scanned.ok and scanned.oracle == "agrees"
+    assert scanned.verdict.startswith("ok by the model alone: the model's search rules stood in")
+    copy = helpers.probe_image_copy(tmp_path)
+    cache = copy / "etc" / "ld.so.cache"
+    cache.unlink()  # a hard link into the cached image: replaced, not written through
+    cache.write_bytes(b"not a cache of any glibc\n")
+    runtimes.get("charliecloud").prepare_image(plan, copy)
+    unread = verify.check(program, plan, copy, runtime_image=copy)
+    assert "cannot read the image's ld.so.cache" in unread.rules and not unread.ok
+    assert "taken as absent" in unread.verdict

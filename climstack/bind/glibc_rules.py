@@ -45,6 +45,9 @@ class Rules:
     #: name -> [(glibc-hwcaps subdirectory or "", path)]; None: no cache read (modelled)
     cache: dict[str, list[tuple[str, str]]] | None = field(default=None, hash=False)
     source: str = "climstack's defaults"
+    #: the rules that stood in for the glibc's own, each with why ('' for none): a verdict
+    #: on them is the model's alone (check.verdict)
+    stand_in: str = ""
 
     def cached(self, name: str) -> str | None:
         """The path ld.so takes from its cache for `name`: the entry of the first
@@ -72,7 +75,8 @@ def of(host_ldso: Path | None, host_cache: Path | None, machine: str, why: str =
     cache at `host_cache` (None: the image has none); the defaults, saying why, where it
     cannot be asked."""
     if host_ldso is None:
-        return Rules(source=f"climstack's defaults: {why or 'no ld.so'}")
+        why = f"climstack's defaults: {why or 'no ld.so'}"
+        return Rules(source=why, stand_in=why)
     stat = host_ldso.stat()
     cache_key = _stat(host_cache)
     return _asked(host_ldso, (stat.st_mtime_ns, stat.st_size), host_cache, cache_key, machine)
@@ -99,10 +103,7 @@ def _asked(ldso: Path, _key, cache: Path | None, cache_key, machine: str) -> Rul
         )
     except (ClimstackError, OSError) as err:  # another architecture, not executable, hangs
         why = err.message if isinstance(err, ClimstackError) else str(err)
-        return Rules(
-            source=f"climstack's defaults: {ldso} does not run here ({why})",
-            cache=_cache(cache, machine),
-        )
+        return _defaults(f"{ldso} does not run here ({why})", cache, machine)
     paths = {
         m["why"]: m["dirs"].split(":")
         for m in map(SEARCH.search, listing.stderr.splitlines())
@@ -111,32 +112,45 @@ def _asked(ldso: Path, _key, cache: Path | None, cache_key, machine: str) -> Rul
     marked = paths.get("--library-path") or []
     expanded = EXPANDED.match(marked[-1]) if marked else None
     if not expanded or "system search path" not in paths:
-        return Rules(
-            source=f"climstack's defaults: {ldso} printed no search path",
-            cache=_cache(cache, machine),
-        )
+        return _defaults(f"{ldso} printed no search path", cache, machine)
     base = marked[-1]
     subdirs = tuple(d[len(base) + 1 :] if d != base else "" for d in marked)
     system = paths["system search path"]
     dirs = tuple(system[i + len(subdirs) - 1] for i in range(0, len(system), len(subdirs)))
-    return Rules(
-        dirs, subdirs, expanded[1], expanded[2], _cache(cache, machine),
-        f"the image's own ld.so ({ldso.name}) and ld.so.cache",
-    )  # fmt: skip
+    entries, stand_in = _cache(cache, machine)
+    source = f"the image's own ld.so ({ldso.name}) and " + (stand_in or "ld.so.cache")
+    return Rules(dirs, subdirs, expanded[1], expanded[2], entries, source, stand_in)
 
 
-def _cache(cache: Path | None, machine: str) -> dict[str, list[tuple[str, str]]] | None:
-    """`ldconfig -p -C FILE`'s entries of this machine's libraries (this host's ldconfig
-    reads any glibc's cache file); none without a cache, or one ldconfig cannot read (as
-    ld.so ignores a cache it cannot read); None (ld.so.conf modelled) without ldconfig."""
+def _defaults(why: str, cache: Path | None, machine: str) -> Rules:
+    """The model's defaults where the image's ld.so could not be asked, and why."""
+    entries, stand_in = _cache(cache, machine)
+    why = f"climstack's defaults: {why}" + (f"; {stand_in}" if stand_in else "")
+    return Rules(cache=entries, source=why, stand_in=why)
+
+
+def _cache(cache: Path | None, machine: str) -> tuple[dict | None, str]:
+    """(`ldconfig -p -C FILE`'s entries of this machine's libraries, the rule that stood in
+    for them, '' if none): this host's ldconfig reads any glibc's cache file. No entries
+    without a cache (as ld.so has none); where ldconfig is missing, None and the
+    ld.so.conf scan named; where it cannot read the file, none and that named (ld.so
+    ignores a cache it cannot read, but this host's ldconfig may not know its format)."""
     if cache is None or not cache.is_file():
-        return {}
+        return {}, ""
     ldconfig = shutil.which("ldconfig") or shutil.which("ldconfig", path="/sbin:/usr/sbin")
     if not ldconfig:
-        return None
+        return None, (
+            f"no ldconfig on this host to read {cache.name}: the directories of "
+            "ld.so.conf scanned instead (what ldconfig would cache)"
+        )
     listed = process.run(
         [ldconfig, "-p", "-C", cache], f"ldconfig reading {cache}", timeout=30, check=False
     )
+    if listed.returncode != 0:
+        return {}, (
+            f"this host's ldconfig cannot read the image's {cache.name} (exit "
+            f"{listed.returncode}): taken as absent"
+        )
     flag = CACHE_FLAGS.get(machine, "")
     entries: dict[str, list[tuple[str, str]]] = {}
     for match in map(CACHED.match, listed.stdout.splitlines()):
@@ -145,4 +159,4 @@ def _cache(cache: Path | None, machine: str) -> dict[str, list[tuple[str, str]]]
             entries.setdefault(match["name"], []).append(
                 (hwcap[1] if hwcap else "", match["path"])
             )
-    return entries
+    return entries, ""

@@ -30,6 +30,8 @@ class Report:
     oracle: str = ""  # the image's own ld.so: agrees, disagrees, failed, not asked: why
     #: the search rules the model followed: the image's own (ld.so, ld.so.cache) or why not
     rules: str = ""
+    #: which of them stood in for the image's own, and why ('' for none): no plain ok then
+    rules_stand_in: str = ""
     #: the standard ABI through mpi_abi_wrapper: its libmpiwrapper, the MPI library it is
     #: built against, its imports, those the host lacks, and the image's ld.so on its map
     wrapper: dict = field(default_factory=dict)
@@ -45,7 +47,11 @@ class Report:
     def confirmed(self) -> bool:
         """The image's own ld.so listed the same link map as the model (and libmpiwrapper's,
         where the plan binds the standard ABI through mpi_abi_wrapper)."""
-        return self.oracle == ORACLE_AGREES and self._wrapper_oracle == ORACLE_AGREES
+        return (
+            self.oracle == ORACLE_AGREES
+            and self._wrapper_oracle == ORACLE_AGREES
+            and not self.rules_stand_in
+        )
 
     @property
     def _wrapper_oracle(self) -> str:
@@ -65,6 +71,8 @@ class Report:
         """Why the real loader did not confirm the map ('' when it did)."""
         if self.confirmed:
             return ""
+        if self.rules_stand_in:
+            return f"the model's search rules stood in: {self.rules_stand_in}"
         if self.oracle == ORACLE_AGREES:  # the program's map: libmpiwrapper's was not
             return f"the image's ld.so on libmpiwrapper's link map: {self._wrapper_oracle}"
         asked = self.oracle.removeprefix("not asked: ")

@@ -87,7 +87,8 @@ def check(
         return report
     path = plan.library_path if plan else []
     top = _read_executable(report, executable, plain)
-    report.rules = plain.glibc(top.info.machine).source
+    rules = plain.glibc(top.info.machine)
+    report.rules, report.rules_stand_in = rules.source, rules.stand_in
     libc = loader.find_one("libc.so.6", top, plain)
     glibc = remedy.glibc_of(libc.info if libc else None)
     report.glibc = ".".join(map(str, glibc)) if glibc else ""
