@@ -20,7 +20,7 @@ import yaml
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.common import atomic, cache, process, progress, stamp, wheels
+from climstack.common import atomic, cache, clones, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.inputs.sites import SITE_FILE, SITES_DIR
 from climstack.launch import provided_apptainer
@@ -30,27 +30,12 @@ from climstack.stack.sources import develop_trees
 CLONE_TIMEOUT_S = 900
 
 
-def _git(*args, cwd: Path | None = None, timeout: int = 120, what: str = "git") -> str:
-    env = process.environ(GIT_TERMINAL_PROMPT="0", GIT_ASKPASS="true")
-    return process.run(["git", *args], what, cwd=cwd, env=env, timeout=timeout).stdout.strip()
-
-
-def _clone_url(url: str) -> str:
-    """A plain local path is turned into file:// so that --depth is honoured."""
-    if "://" not in url and not url.startswith("git@") and Path(url).exists():
-        return Path(url).resolve().as_uri()
-    return url
-
-
 def _check_clone(pin: pins.GitPin, path: Path) -> None:
     """Raise unless `path` is a checkout of the pinned commit."""
     fix = f"remove it (rm -rf '{path}') and run bin/setup again"
-    try:
-        head = _git("rev-parse", "HEAD", cwd=path)
-    except ClimstackError as err:
-        raise ClimstackError(
-            f"{path} is not a git checkout of {pin.name} {pin.tag}.", fix=fix
-        ) from err
+    head = clones.head(path)
+    if not head:
+        raise ClimstackError(f"{path} is not a git checkout of {pin.name} {pin.tag}.", fix=fix)
     if head != pin.commit:
         raise ClimstackError(
             f"{path} holds {pin.name} at commit {head}, but this project pins "
@@ -80,26 +65,7 @@ def ensure_clone(pin: pins.GitPin) -> Path:
     final = pins.cache_dir() / pin.cache_name
 
     def fill(work: Path):
-        try:
-            _git(
-                "clone",
-                "--quiet",
-                "--depth",
-                "1",
-                "--branch",
-                pin.clone_ref,
-                _clone_url(pin.url),
-                work,
-                timeout=CLONE_TIMEOUT_S,
-                what=f"cloning {pin.name}",
-            )
-        except ClimstackError as err:
-            raise ClimstackError(
-                f"cannot clone {pin.name} {pin.clone_ref} from {pin.url} (set by "
-                f"{pin.url_variable} or the default): {err.message.strip().splitlines()[-1]}",
-                fix=f"check network access, or set {pin.url_variable} to a reachable git "
-                f"mirror or local path that carries {pin.clone_ref} ({pin.commit})",
-            ) from err
+        clones.clone(pin, work, timeout=CLONE_TIMEOUT_S)
         _check_clone(pin, work)
 
     if final.exists():

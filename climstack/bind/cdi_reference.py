@@ -25,7 +25,7 @@ import referencing
 from referencing.jsonschema import DRAFT7
 
 from climstack import pins
-from climstack.common import atomic, cache, golang, process, progress, stamp
+from climstack.common import atomic, cache, clones, golang, process, progress, stamp
 from climstack.errors import ClimstackError, ToolFailure
 
 PIN = pins.GitPin(
@@ -58,25 +58,9 @@ DEVICE_LINE = re.compile(r"^\s+\d+\. (?P<device>\S+)$")
 def checkout() -> Path:
     """The pinned commit's files in the cache (cloned, atomically, if absent)."""
     final = pins.cache_dir() / PIN.cache_name
-    url = PIN.url
-    if "://" not in url and Path(url).exists():
-        url = Path(url).resolve().as_uri()
-
-    def fill(work: Path):
-        process.run(
-            ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1"]
-            + ["--branch", PIN.tag, url, str(work)],
-            f"cloning {PIN.name} {PIN.tag}",
-            env=process.environ(GIT_TERMINAL_PROMPT="0"),
-            timeout=600,
-            fix=f"check network access, or set {PIN.url_variable} to a git mirror or local "
-            f"clone that carries {PIN.tag} ({PIN.commit})",
-        )
-        _check(work)
-
     if not final.is_dir():
         with progress.step(f"cloning {PIN.name} {PIN.tag} from {PIN.url}"):
-            atomic.directory(final, fill)
+            atomic.directory(final, lambda work: clones.clone(PIN, work, timeout=600))
     _check(final)
     return final
 

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from climstack import pins
-from climstack.common import cache, golang, process, progress, stamp, userns
+from climstack.common import cache, clones, golang, process, progress, stamp, userns
 from climstack.errors import ClimstackError
 
 PIN = pins.GitPin(
@@ -77,24 +77,7 @@ def ensure() -> Path:
             **golang.ENV,
             **golang.caches(scratch),
         )
-        url = PIN.url
-        if "://" not in url and Path(url).exists():
-            url = Path(url).resolve().as_uri()
-        process.run(
-            ["git", "-c", "advice.detachedHead=false", "clone", "--quiet", "--depth", "1"]
-            + ["--branch", PIN.tag, url, str(source)],
-            f"cloning apptainer {PIN.tag}",
-            env=env,
-            timeout=900,
-            fix=f"check network access, or set {PIN.url_variable} to a git mirror or local "
-            f"clone that carries {PIN.tag} ({PIN.commit})",
-        )
-        head = process.run(["git", "rev-parse", "HEAD"], "git rev-parse", cwd=source).stdout
-        if head.strip() != PIN.commit:
-            raise ClimstackError(
-                f"{PIN.url} gives apptainer {PIN.tag} at {head.strip()}, not {PIN.commit}",
-                fix=f"point {PIN.url_variable} at a clone that carries the release's commit",
-            )
+        clones.clone(PIN, source)
         (source / "VERSION").write_text(f"{VERSION}\n")  # a clone without tags' describe
         build = source / "builddir"
         steps = (
