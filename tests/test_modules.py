@@ -140,6 +140,23 @@ def test_a_cray_sites_modules_name_the_pe_modules_as_prerequisites(site):
     assert 'depends_on("fms/' in mom6["text"] and 'depends_on("cray-' not in mom6["text"]
 
 
+def test_a_refresh_that_fails_leaves_the_published_tree_as_it_was(tmp_path):
+    """A refresh over a tree users load from: archer2's environment is not installed here,
+    so Spack writes no module; the tree published before stays, whole, at its path."""
+    root = tmp_path / "tree"
+    (root / "site" / "Core" / "app").mkdir(parents=True)
+    (root / "site" / "Core" / "app" / "1.0.lua").write_text('whatis("published before")\n')
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    proc = climstack("modules", "archer2", "--root", str(root))
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "fix:" in proc.stderr
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
+    assert (
+        root / "site" / "Core" / "app" / "1.0.lua"
+    ).read_text() == 'whatis("published before")\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tree"]  # nothing aside left
+
+
 def test_a_root_that_cannot_be_written_is_named_and_nothing_is_written(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

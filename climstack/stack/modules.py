@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from climstack import pins, spack
-from climstack.errors import ClimstackError, ToolFailure
+from climstack.errors import ClimstackError
 from climstack.stack import environments
 
 #: the scope directory of a site's module configuration
@@ -65,21 +65,28 @@ def refresh(env_name: str, root: Path | None = None) -> Path:
         gateway = spack.DEFAULT.scoped(*scopes)
         root = root or _lmod_root(gateway, env_dir)
         writable(root)
-        existed = root.exists()
+        # Spack writes absolute paths into the tree (MODULEPATH): it is made at its root, the
+        # old one moved aside meanwhile and put back if the refresh fails
+        aside = root.with_name(f".{root.name}.before-refresh")
+        shutil.rmtree(aside, ignore_errors=True)  # a crash's leftover
+        if root.exists():
+            os.replace(root, aside)
         try:
             gateway.run("module", "lmod", "refresh", "--delete-tree", "-y", env=env_dir,
                         fix=f"check {scope / 'modules.yaml'} and that {env_name} is installed "
                         f"(`climstack install {env_name}`)")  # fmt: skip
-        except ToolFailure:
-            if not existed:
-                shutil.rmtree(root, ignore_errors=True)  # nothing half-written
+            cores = sorted(root.glob("*/Core"))
+            if not cores:
+                raise ClimstackError(
+                    f"`spack module lmod refresh` wrote no Core directory under {root}",
+                    fix=f"install {env_name} first (`climstack install {env_name}`)",
+                )
+        except BaseException:  # nothing half-written: the old tree as it was, or none
+            shutil.rmtree(root, ignore_errors=True)
+            if aside.exists():
+                os.replace(aside, root)
             raise
-    cores = sorted(root.glob("*/Core"))
-    if not cores:
-        raise ClimstackError(
-            f"`spack module lmod refresh` wrote no Core directory under {root}",
-            fix=f"install {env_name} first (`climstack install {env_name}`)",
-        )
+        shutil.rmtree(aside, ignore_errors=True)
     return cores[0]
 
 
