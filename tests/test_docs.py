@@ -15,6 +15,7 @@ import pytest
 import yaml
 from conftest import PROJECT_ROOT
 
+from climstack import setup as climstack_setup
 from climstack import workflow
 from climstack.__main__ import parser
 
@@ -127,8 +128,8 @@ def test_every_command_line_of_a_newcomers_page_is_accepted(page):
                 with contextlib.redirect_stderr(errors), contextlib.suppress(SystemExit):
                     checked += bool(parser().parse_args(words[1:]))
                 assert not errors.getvalue(), f"{page}: {shlex.join(words)}\n{errors.getvalue()}"
-            elif words[0] == "bin/setup":
-                site = words[2] if words[1:2] == ["--site"] else "local"
-                assert len(words) in (1, 3) and (PROJECT_ROOT / "environments" / site).is_dir()
+            elif words[0] == "bin/setup":  # what bin/setup hands climstack.setup
+                _, site, _ = climstack_setup.where(["--at", "local", *words[1:]])
+                assert (PROJECT_ROOT / "environments" / (site or "local")).is_dir(), words
                 checked += 1
     assert checked >= 5, f"{page}: only {checked} command lines found"
