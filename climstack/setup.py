@@ -177,16 +177,12 @@ def _skipped(step: str, why: str) -> None:
     print(f"setup: skipped: {step} ({why})", file=sys.stderr)
 
 
-def local_steps(apptainer: str = "") -> None:
+def local_steps() -> None:
     """The workstation's own steps: its compilers and tools for the local site, Debian's
-    develop tree, and an Apptainer where the system has none (`apptainer`: bin/setup's
-    --without-apptainer or --only-apptainer, or empty for all)."""
-    if apptainer != "--only-apptainer":
-        find_local_externals()
-        develop_trees.ensure_develop_trees()
-    if apptainer == "--without-apptainer":
-        _skipped("the provided Apptainer", "--without-apptainer: `make local` builds it later")
-    elif shutil.which("apptainer"):
+    develop tree, and an Apptainer where the system has none."""
+    find_local_externals()
+    develop_trees.ensure_develop_trees()
+    if shutil.which("apptainer"):
         _skipped("the provided Apptainer", f"the system's is {shutil.which('apptainer')}")
     else:
         provided_apptainer.ensure()
@@ -240,44 +236,29 @@ def centre_steps(site: str | None) -> None:
     )
 
 
-#: bin/setup's options for the provided Apptainer (make local builds it beside the stack)
-APPTAINER_OPTIONS = ("--without-apptainer", "--only-apptainer")
-
-
-def where(argv: list[str]) -> tuple[str, str | None, str]:
-    """bin/setup's decision, `--at local|centre [--site NAME] [APPTAINER_OPTIONS]`: (where,
-    the site named, the Apptainer option or "")."""
+def where(argv: list[str]) -> tuple[str, str | None]:
+    """bin/setup's decision, `--at local|centre [--site NAME]`: (where, the site named)."""
     options: dict[str, str | None] = {"--at": "local", "--site": None}
-    apptainer = ""
     given = iter(argv)
     for option in given:
-        if option in APPTAINER_OPTIONS and not apptainer:
-            apptainer = option
-            continue
         if option not in options:
-            raise ClimstackError(
-                f"unknown argument {option!r}",
-                fix="run bin/setup [--site NAME] [--without-apptainer | --only-apptainer]",
-            )
+            raise ClimstackError(f"unknown argument {option!r}", fix="run bin/setup [--site NAME]")
         options[option] = next(given, None)
     if options["--at"] not in ("local", "centre"):
         raise ClimstackError(f"--at {options['--at']}: not local or centre", fix="run bin/setup")
-    return options["--at"], options["--site"], apptainer
+    return options["--at"], options["--site"]
 
 
 def main(argv=None) -> int:
     try:
-        at, site, apptainer = where(sys.argv[1:] if argv is None else argv)
+        at, site = where(sys.argv[1:] if argv is None else argv)
         with process.interruptible():
-            if apptainer == "--only-apptainer":  # the rest was set up before
-                local_steps(apptainer) if at == "local" else centre_steps(site)
-                return 0
             spack_root = ensure_clone(pins.SPACK)
             ensure_clone(pins.SPACK_PACKAGES)
             configure_spack(spack_root)
             byte_compile(pins.PROJECT_ROOT / "climstack")
             if at == "local":
-                local_steps(apptainer)
+                local_steps()
             else:
                 centre_steps(site)
     except ClimstackError as err:

@@ -42,20 +42,6 @@ def test_warm_cache_needs_no_network():
     assert [os.stat(path).st_ino for path in clones] == before
 
 
-def test_setup_leaves_the_apptainer_to_make_local_or_builds_only_it():
-    """`make local` runs setup --without-apptainer, then --only-apptainer beside the stack
-    builds: the first names what it skipped, the second touches no clone."""
-    without = setup("--without-apptainer")
-    assert without.returncode == 0, without.stderr
-    assert "skipped: the provided Apptainer (--without-apptainer" in without.stderr
-    only = setup("--only-apptainer")
-    assert only.returncode == 0, only.stderr
-    assert "Spack" not in only.stderr and "host's compilers" not in only.stderr
-    assert climstack_setup.where(["--at", "local", "--only-apptainer"])[2] == "--only-apptainer"
-    bad = setup("--without-apptainer", "--only-apptainer")
-    assert bad.returncode == 2 and "unknown argument '--only-apptainer'" in bad.stderr
-
-
 def test_spack_reports_the_pinned_version():
     assert run_spack("--version").stdout.split() == [pins.SPACK_VERSION, f"({pins.SPACK.commit})"]
 

@@ -42,13 +42,9 @@ def test_a_failing_step_stops_the_run_after_the_table(capsys):
 
 
 def test_make_local_runs_the_workflow_and_setup_first():
-    assert workflow.LOCAL[0].commands == (("bin/setup", "--without-apptainer"),)
-    builds = next(
-        step for step in workflow.LOCAL if ("bin/setup", "--only-apptainer") in step.commands
-    )
+    assert workflow.LOCAL[0].commands == (("bin/setup",),)
     timed = [step for step in workflow.LOCAL if "bench" in step.commands[0]]
     assert timed and all(len(step.commands) == 1 for step in timed)  # a timed step runs alone
-    assert workflow.LOCAL.index(builds) < min(map(workflow.LOCAL.index, timed))
     assert workflow.main(["nonsense"]) == 2
 
 
