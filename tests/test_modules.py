@@ -239,7 +239,8 @@ def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_pat
         "another site": "is of site archer2, the module of local (site local)",
         "podman": "publish the plan as a podman-hpc module",
         "sif": "is a file, and the plan's runtime charliecloud runs image directories",
-        # the gate: a plan that binds no host MPI publishes nothing, even --model-only
+        # the gate: a plan under which the image keeps its own MPI publishes nothing, even
+        # --model-only
         "refused plan": "is not proven to run on the host MPI",
     }[case]
     if case == "no image":
@@ -253,7 +254,7 @@ def test_an_image_module_refuses_bad_input_by_name(case, image_and_plan, tmp_pat
         other = {
             "another site": replace(plan, site="archer2"),
             "podman": replace(plan, runtime="podman"),
-            "refused plan": replace(plan, links={}),
+            "refused plan": replace(plan, library_path=[]),  # the image's MPI by RUNPATH
         }[case]
         args[3] = planner.write(other, tmp_path / "other").directory
     if case == "refused plan":
