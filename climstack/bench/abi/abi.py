@@ -282,8 +282,7 @@ def recorded(image_key: str) -> dict | None:
 
 
 def model_pairs(model: dict) -> dict[str, dict]:
-    """MOM6's bit-for-bit pairs of a record's model lane, by name: each host against the
-    first, the two layouts, and the image's MOM6 against the native build's."""
+    """MOM6's bit-for-bit pairs, by name: hosts, layouts, the image against native."""
     pairs = dict(model.get("across_hosts", {}))
     for name, key in (("layouts", "layout"), ("image vs native", "native")):
         if model.get(key):
@@ -292,10 +291,8 @@ def model_pairs(model: dict) -> dict[str, dict]:
 
 
 def recompared(record: dict, out: Path) -> dict | None:
-    """`record` (abi.json of a comparison in `out`) with NetCDF-Bench's comparisons and
-    MOM6's (model_pairs: across hosts, layouts, the image against native) made again from
-    the files the runs left; None when any of them is gone. A file that does not read is a
-    ToolFailure (bench.model.bitwise)."""
+    """`record` (abi.json in `out`), its comparisons made again from the runs' files (None
+    when one is gone; one that does not read: ToolFailure)."""
     written = {name: netcdf_file(out, name) for name in record["hosts"]}
     model = record["model"]
     runs = [Path(pair[k]) for pair in model_pairs(model).values() for k in ("a", "b")]
