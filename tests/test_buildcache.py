@@ -84,7 +84,7 @@ def test_b_installs_a_binaries_with_a_hashes(centre_a, centre_b):
     assert location(b, b_env, "netcdf-c").is_relative_to(b_root)
 
 
-def test_build_times_name_as_builds_and_leave_out_bs_cache_installs(centre_a, centre_b):
+def test_build_times_name_as_builds_and_leave_out_bs_cache_installs(centre_a, centre_b, tmp_path):
     """`make local`'s package table (climstack.stack.build_times) on Spack's own records:
     A built the slice from source, B installed the same specs from A's buildcache (whose
     tarballs carry A's record, with `cache` true at B)."""
@@ -97,6 +97,11 @@ def test_build_times_name_as_builds_and_leave_out_bs_cache_installs(centre_a, ce
     assert (location(b, b_env, "mpi-probe") / build_times.RECORD).is_file()
     assert build_times.builds_since(b_root, since=0) == []
     assert build_times.builds_since(bc.install_root(a, a_env), since=time.time() + 60) == []
+    copies = tmp_path / "copies"  # an image's twin, copied with its times: one build
+    for twin in ("image", "twin"):
+        shutil.copytree(location(a, a_env, "mpi-probe") / ".spack", copies / twin / ".spack")
+    [copied] = build_times.builds_since(copies, since=0)
+    assert copied.package == "mpi-probe" and copied.where in ("image", "twin")
     table = build_times.table(built, count=2).splitlines()
     assert len(table) == 4 and table[1].split()[0] == built[0].package
     assert table[-1].startswith(f"{len(built)} packages built")

@@ -29,8 +29,9 @@ def _where(prefix: Path, root: Path) -> str:
 
 def builds_since(root: Path, since: float) -> list[Build]:
     """The source builds installed under `root` whose record is no older than `since` (a
-    time.time()), slowest first."""
-    found = []
+    time.time()), slowest first; a copy of a prefix (an image's twin) counts once, by the
+    record's Spack hash."""
+    found, seen = [], set()
     for top, dirs, _ in os.walk(root):
         here = Path(top)
         record = here / RECORD
@@ -41,8 +42,9 @@ def builds_since(root: Path, since: float) -> list[Build]:
             if record.stat().st_mtime < since:
                 continue
             data = json.loads(record.read_text())
-            if data.get("cache"):
+            if data.get("cache") or data.get("hash", here) in seen:
                 continue
+            seen.add(data.get("hash", here))
             found.append(Build(data["name"], _where(here, root), float(data["total"])))
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a record being written, or not Spack's: not a build of this run
