@@ -217,17 +217,29 @@ def test_fabric_mode_under_apptainer_loads_the_hosts_libfabric(image, tmp_path):
     assert f"calling init: {plans.LINKS_DIR}/libfabric.so.1" in proc.stderr
 
 
-def test_provided_apptainer_not_made_names_the_setup_command(tmp_path):
+def test_provided_apptainer_not_made_names_the_setup_command(tmp_path, monkeypatch, capsys):
+    """Neither this checkout's record nor the cache holds one: the command to run is named."""
+    monkeypatch.setattr(provided_apptainer, "LINK", tmp_path / "venv" / "apptainer")
+    monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path / "cache"))
+    assert provided_apptainer.main(["--version"]) == 2
+    error = capsys.readouterr().err
+    assert "the provided one is not built yet" in error and "bin/setup" in error
+
+
+def test_the_provided_apptainer_runs_under_a_cache_that_has_none(tmp_path):
+    """A caller of another cache (an image module's user) runs the checkout's Apptainer:
+    bin/apptainer finds it through the .venv's record, not the caller's cache."""
     if APPTAINER != str(apptainer.PROVIDED):
         pytest.skip("this machine has a system apptainer: the provided one is not used")
+    assert provided_apptainer.LINK.is_symlink(), "bin/setup records the Apptainer it built"
     proc = subprocess.run(
         [APPTAINER, "--version"],
         capture_output=True,
         text=True,
         env={**os.environ, "CLIMSTACK_CACHE": str(tmp_path)},
     )
-    assert proc.returncode == 2
-    assert "the provided one is not built yet" in proc.stderr and "bin/setup" in proc.stderr
+    assert proc.stdout.strip() == f"apptainer version {provided_apptainer.VERSION}", proc.stderr
+    assert not any(tmp_path.iterdir())
 
 
 def test_the_provided_apptainer_is_the_pinned_release():

@@ -11,15 +11,12 @@ climstack already writes (the runtime's job_lines). The tree is written whole, o
 all (a temporary directory renamed into place)."""
 
 import os
-import shlex
 from pathlib import Path, PurePosixPath
 
-from climstack import pins
 from climstack.common import atomic
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
 from climstack.launch import runtimes, sif_image
-from climstack.launch.runtimes import apptainer
 
 #: where the image's programs are
 BIN = f"{image.VIEW}/bin"
@@ -64,8 +61,6 @@ def wrapper(plan, image_path: str, program: str) -> str:
             fix="for podman, publish the plan as a podman-hpc module: "
             "`climstack bind SITE --runtime podman --format podman-hpc`",
         )
-    if str(apptainer.PROVIDED) in command:  # the project's, built in the publisher's cache
-        lines.append(f"export CLIMSTACK_CACHE={shlex.quote(str(pins.cache_dir().absolute()))}")
     body = "".join(f"{line}\n" for line in lines)
     return f'#!/bin/bash\n# {program} in {image_path} (climstack)\n{body}exec {command} "$@"\n'
 

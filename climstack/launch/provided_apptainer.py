@@ -34,6 +34,9 @@ VERSION = PIN.tag.lstrip("v")
 CONFIGURE = ("--without-suid", "--without-network", "--without-seccomp", "--without-libsubid")
 #: where it goes (the prefix is compiled in: the configuration and helpers are found there)
 HOME = "apptainer"
+#: the prefix this checkout's setup built or found, recorded beside the Python that runs
+#: bin/apptainer: an image module's wrapper runs under its user's cache, not the publisher's
+LINK = pins.PROJECT_ROOT / ".venv" / "apptainer"
 
 
 def entry(toolchains: tuple[str, ...] = ()) -> cache.Entry:
@@ -48,10 +51,23 @@ def entry(toolchains: tuple[str, ...] = ()) -> cache.Entry:
 
 def built() -> Path | None:
     """The apptainer command bin/setup built, whatever toolchains it was built with (asking
-    them at every start would cost each rank a `go version`); None before."""
-    made = entry()
-    program = made.path / "bin" / "apptainer"
-    return program if made.stamp.is_file() and program.is_file() else None
+    them at every start would cost each rank a `go version`): the one this checkout's .venv
+    records (LINK), so a caller of another cache finds it too, else the cache's; None
+    before."""
+    for prefix in (LINK, entry().path):
+        program = prefix / "bin" / "apptainer"
+        if (prefix / entry().inside).is_file() and program.is_file():
+            return program.resolve()
+    return None
+
+
+def record(prefix: Path) -> None:
+    """LINK -> `prefix`, replaced in one rename (only beside a .venv: a checkout's)."""
+    if LINK.parent.is_dir():
+        temporary = LINK.with_name(f".{LINK.name}.{os.getpid()}")
+        temporary.unlink(missing_ok=True)
+        temporary.symlink_to(prefix)
+        os.replace(temporary, LINK)
 
 
 def ensure() -> Path:
@@ -60,6 +76,7 @@ def ensure() -> Path:
     go = golang.go(f"Apptainer {VERSION} (the project's, for a machine without one)")
     made = entry(golang.toolchains(go))
     if made.current():
+        record(made.path)
         return made.path
     for tool in ("git", "make", "gcc"):
         if not shutil.which(tool):
@@ -103,7 +120,8 @@ def ensure() -> Path:
     with progress.step(f"building Apptainer {VERSION} from source (the project's; once)"):
         for stale in made.path.parent.glob("sid*"):  # the Debian sid root filesystem of before
             shutil.rmtree(stale, ignore_errors=True)
-        return made.build(fill)
+        record(made.build(fill))
+        return made.path
 
 
 def command(argv: list[str]) -> list[str]:
