@@ -133,3 +133,36 @@ def test_every_command_line_of_a_newcomers_page_is_accepted(page):
                 assert (PROJECT_ROOT / "environments" / (site or "local")).is_dir(), words
                 checked += 1
     assert checked >= 5, f"{page}: only {checked} command lines found"
+
+
+#: a block of a page that is a command's output: `<!-- output of: CMD -->`, the output, then
+#: `<!-- end of output -->`; CMD runs from the project root (its records committed)
+OUTPUT = re.compile(r"<!-- output of: (.+?) -->\n(.*?)\n<!-- end of output -->", re.DOTALL)
+
+
+def output_blocks() -> list[tuple[str, str, str]]:
+    return [
+        (page.name, found.group(1), found.group(2))
+        for page in sorted((PROJECT_ROOT / "docs").glob("*.md"))
+        for found in OUTPUT.finditer(page.read_text())
+    ]
+
+
+def test_the_mpi_abi_page_shows_its_tables_as_a_command_printed_them():
+    assert any(
+        page == "mpi-abi.md" and "bench abi --report" in c for page, c, _ in output_blocks()
+    )
+
+
+@pytest.mark.parametrize("page,command,shown", output_blocks(), ids=lambda v: str(v)[:40])
+def test_every_table_marked_as_output_is_what_its_command_prints(page, command, shown):
+    """The command, run now on the committed record, prints the block as the page shows it:
+    no cell edited by hand, none left behind by a change of the code that writes it."""
+    argv = shlex.split(command)
+    assert argv[0] == "climstack", f"{page}: {command}: a climstack command"
+    proc = subprocess.run(
+        [str(PROJECT_ROOT / "bin" / "climstack"), *argv[1:]],
+        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert shown.strip() == proc.stdout.strip(), f"{page}: `{command}` prints otherwise"

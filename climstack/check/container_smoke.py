@@ -1,19 +1,21 @@
 """The smoke of a container image under each runtime: mpi-probe on 2 ranks launched from the
 host as on a Cray, in bind mode (the host's MPI bound in), under Charliecloud on the image
 directory of `climstack image`, under Apptainer on its SIF (`climstack sif`) and under
-podman on the directory, the plan as a CDI spec. A run
-that does not load the host MPI from the plan's links fails."""
+podman on the directory, the plan as a CDI spec. Each passes the gate first (verify,
+confirmed by the image's own ld.so); a run that does not load the host MPI from the plan's
+links fails."""
 
 import re
 from pathlib import Path
 
 from climstack import pins
 from climstack.bind import loader, plan
+from climstack.check import gate
 from climstack.common import progress
 from climstack.errors import ClimstackError
 from climstack.image import image, sif
 from climstack.inputs import sites
-from climstack.launch import launch, launchers, runtimes
+from climstack.launch import image_files, launch, launchers, runtimes
 
 PROBE = f"{image.VIEW}/bin/mpi-probe"
 RUNTIMES = runtimes.LOCAL  # those this machine runs: charliecloud, apptainer, podman
@@ -50,6 +52,10 @@ def probe(runtime: str, target: Path, program: str, ranks: int) -> str:
     made = plan.make(sites.get("local"), "bind", view=loader.View(), runtime=runtime)
     chosen = runtimes.get(runtime)
     chosen.prepare_image(made, target)  # the mount points ch-run cannot create
+    with image_files.files(target) as tree:  # the gate first: verify, the image's ld.so asked
+        path = image_files.on_path(target, tree, program)
+        gate.require(made, target, [path], False, f"the {runtime} smoke", tree=tree,
+                     fix=f"climstack verify {path} --image {target} --plan DIR")  # fmt: skip
     with progress.step(f"mpi-probe on {ranks} ranks, {runtime}, bind mode"):
         output = launch.launch(
             made,

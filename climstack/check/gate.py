@@ -1,7 +1,8 @@
 """The one gate before a command runs or publishes programs of an image under a bind plan
-(`slurm`, `modules --image`): each program's verify verdict must be ok, confirmed by the
-image's own ld.so under the plan's runtime, unless `model_only` accepts climstack's model
-alone, which is then said. A SIF is read unpacked."""
+(`verify --run`, `slurm`, `modules --image`, `bench local`, `bench SITE --emit`, the
+container smokes): each program's verify verdict must be ok, confirmed by the image's own
+ld.so under the plan's runtime, unless `model_only` accepts climstack's model alone, which
+is then said. A SIF is read unpacked, a podman image mounted."""
 
 import sys
 from contextlib import nullcontext
@@ -9,7 +10,15 @@ from pathlib import Path
 
 from climstack.check import verdict, verify
 from climstack.errors import ClimstackError
-from climstack.launch import sif_image
+from climstack.launch import image_files
+
+
+class Refused(ClimstackError):
+    """A program the gate refused: `why`, the verdict's reason (Report.refusal)."""
+
+    def __init__(self, message: str, why: str, fix: str):
+        super().__init__(message, fix=fix)
+        self.why = why
 
 
 def require(
@@ -19,14 +28,15 @@ def require(
     `what` with the verdict and `fix`. Their reports. `tree`: the image's files, if the
     caller has them open (a SIF unpacked), else they are opened here."""
     reports = []
-    with nullcontext(tree) if tree else sif_image.files(image) as tree:
+    with nullcontext(tree) if tree else image_files.files(image) as tree:
         for program in programs:
             report = verify.check(program, plan, tree, runtime_image=image)
             if why := report.refusal(model_only):
-                raise ClimstackError(
+                raise Refused(
                     f"{what}: {program} in {image} is not proven to run on the host MPI: "
                     f"{why}\n" + verdict.render(report),
-                    fix=fix,
+                    why,
+                    fix,
                 )
             if not report.confirmed:
                 print(
@@ -36,3 +46,15 @@ def require(
                 )
             reports.append(report)
     return reports
+
+
+def add_option(parser, when: str = "") -> None:
+    """--model-only, the gate's one override, worded alike in every command; `when`: the
+    option it goes with ("with --run: ")."""
+    parser.add_argument(
+        "--model-only",
+        action="store_true",
+        help=f"{when}accept a verdict of climstack's loader model that the image's own ld.so "
+        "did not confirm (not asked, or could not answer: its runtime not on PATH here); said "
+        "in the output. A refused program never runs or is published",
+    )

@@ -19,6 +19,7 @@ from climstack.bench.report import report
 from climstack.bench.results import collect, records
 from climstack.bench.run import catalogue, jobs, reuse, runner, stripes
 from climstack.bench.run.local import CCE_ENV, IMAGE, local_modes, mode_names, needs_cce
+from climstack.check import gate
 from climstack.common import progress
 from climstack.errors import FAILED, NEGATIVE, OK, ClimstackError
 from climstack.image import image
@@ -66,6 +67,12 @@ def run_local(args) -> int:
         args.repeats = profile.CAP if precise else 3
     if args.emit:
         return run_emit(args)
+    if args.no_verify:
+        raise ClimstackError(
+            "--no-verify goes with --emit: a local run always verifies what it runs",
+            fix="drop --no-verify (--model-only runs on a verdict the image's ld.so did not "
+            "confirm)",
+        )
     if precise and (args.reuse or args.modes or args.resume):
         raise ClimstackError(
             "--precise runs its own modes from the start and never reuses a report",
@@ -105,6 +112,7 @@ def run_local(args) -> int:
         args.modes,
         args.runtime,
         args.fabric_prefix,
+        args.model_only,
     )
     if args.reuse and (found := reuse.earlier(measured)):
         earlier, status = found
@@ -123,7 +131,7 @@ def run_local(args) -> int:
     cce = install(environments.resolve(CCE_ENV)) if needs_cce(names) else {}
     chosen = local_modes(
         names, args.ranks, args.runtime, args.image, args.fabric_prefix, prefixes,
-        runner.work_root(out), cce,
+        runner.work_root(out), cce, model_only=args.model_only,
     )  # fmt: skip
     with progress.step(f"running the benchmarks, {args.repeats} repeats, into {out}"):
         runner.run_all(
@@ -177,7 +185,8 @@ def run_emit(args) -> None:
     image_path = args.image or image.default_destination(IMAGE)
     only = tuple(mode_names(args.modes, jobs.EMIT_MODES, "--emit --modes"))
     site = sites.get(args.site)  # resolved once: every layer below takes the Site
-    paths = jobs.emit(site, out, str(image_path), args.repeats, args.ranks, args.root, only=only)
+    paths = jobs.emit(site, out, str(image_path), args.repeats, args.ranks, args.root, only=only,
+                      verify=not args.no_verify, model_only=args.model_only)  # fmt: skip
     print(f"climstack bench: {len(paths)} job scripts in {out} (plans in {out / 'plans'}):")
     for path in paths:
         print(f"  sbatch {path}")
@@ -202,6 +211,10 @@ def run_report(args) -> int:
     out = Path(args.out) if args.out else Path(args.paths[0]) / "report"
     labels = collect.parse_labels(args.label)
     return finish(out, [Path(p) for p in args.paths], labels)
+
+
+#: --emit's way around the gate, said when taken
+NO_VERIFY = "with --emit: write the scripts without verifying the image's programs (not here)"
 
 
 def register(commands) -> None:
@@ -252,6 +265,8 @@ def register(commands) -> None:
         "--emit", metavar="DIR", help="instead, write the comparisons' Slurm job scripts"
     )
     local.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
+    gate.add_option(local)
+    local.add_argument("--no-verify", action="store_true", help=NO_VERIFY)
     local.set_defaults(run=run_local, site="local")
     centres = [s for s in sites.known_sites() if (sites.SITES_DIR / s / sites.SITE_FILE).is_file()]
     for site in sorted(set(centres) - {"local"}):
@@ -268,6 +283,8 @@ def register(commands) -> None:
         centre.add_argument(
             "--root", type=Path, default=Path("/"), help="host root to discover the MPI under"
         )
+        gate.add_option(centre)
+        centre.add_argument("--no-verify", action="store_true", help=NO_VERIFY)
         centre.set_defaults(run=run_emit, site=site)
     mpi5 = actions.add_parser(
         "abi",
@@ -283,6 +300,9 @@ def register(commands) -> None:
     mpi5.add_argument("--image", type=Path, help="the image directory of container-mpi-abi")
     mpi5.add_argument("--out", help="report directory (default: a new one in the cache)")
     mpi5.add_argument("--force", action="store_true", help="empty a non-empty --out first")
+    mpi5.add_argument(
+        "--report", metavar="ABI_JSON", help="print the tables of a run's abi.json, run nothing"
+    )
     mpi5.set_defaults(run=lambda args: run_abi(args, fresh_out), resume=False)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")

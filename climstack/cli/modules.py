@@ -5,6 +5,7 @@ module lmod refresh` with the site's module scope, climstack.stack.modules), or,
 
 from pathlib import Path
 
+from climstack.check import gate
 from climstack.errors import ClimstackError
 from climstack.stack import environments, modules
 
@@ -55,7 +56,6 @@ def of_image(args) -> None:
 def published(plan, image: Path, model_only: bool):
     """The gate an image module passes before it is written: every MPI program of the view
     verified under the plan (check.gate), in bind mode."""
-    from climstack.check import gate
     from climstack.image import image_module
 
     def check(programs: list[str], tree: Path) -> None:
@@ -88,10 +88,5 @@ def register(commands) -> None:
     sub.add_argument("--plan", help="with --image: the bind plan its commands run under")
     sub.add_argument("--name", help="with --image: the module's name (default: the image's)")
     sub.add_argument("--version", default="latest", help="with --image: its version")
-    sub.add_argument(
-        "--model-only",
-        action="store_true",
-        help="with --image: publish programs whose verdict the image's ld.so did not confirm "
-        "(climstack's model alone; said in the output); a refused one never is",
-    )
+    gate.add_option(sub, "with --image: ")
     sub.set_defaults(run=run)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from climstack.bench.model import bitwise, cases
 from climstack.bench.run import local, modes
+from climstack.check import gate
 from climstack.errors import ClimstackError
 from climstack.launch import launchers, runtimes
 from climstack.stack import environments
@@ -35,8 +36,9 @@ def _mode_and_program(args, case, run_dir: Path) -> tuple[modes.Mode, str]:
     names = local.mode_names(args.mode)
     prefixes = installed(environments.resolve("local"))
     (mode,) = local.local_modes(
-        names, args.ranks, args.runtime, args.image, args.fabric_prefix, prefixes, run_dir
-    )
+        names, args.ranks, args.runtime, args.image, args.fabric_prefix, prefixes, run_dir,
+        model_only=args.model_only,
+    )  # fmt: skip
     if mode.unavailable:
         raise ClimstackError(f"--mode {args.mode}: {mode.unavailable}")
     try:
@@ -115,6 +117,7 @@ def register(commands) -> None:
         "--fabric-prefix", help="fabric mode: the host libfabric's prefix (default: the site's)"
     )
     sub.add_argument("--ranks", type=int, default=2, help="MPI ranks (default 2)")
+    gate.add_option(sub)
     sub.add_argument(
         "--launcher", default="mpiexec", help="host launcher plug-in (default mpiexec)"
     )

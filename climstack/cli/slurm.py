@@ -132,12 +132,7 @@ def register(commands) -> None:
         help="extra #SBATCH option, e.g. --account=n02",
     )
     sub.add_argument("--no-verify", action="store_true", help="skip the bind-mode preflight")
-    sub.add_argument(
-        "--model-only",
-        action="store_true",
-        help="accept a preflight verdict of climstack's loader model that the image's own "
-        "ld.so did not confirm (its runtime not on PATH here: load its module instead)",
-    )
+    gate.add_option(sub)
     sub.add_argument(
         "--with",
         dest="with_families",

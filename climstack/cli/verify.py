@@ -10,6 +10,7 @@ from pathlib import Path
 
 from climstack.bind import cdi
 from climstack.bind.plan import Plan
+from climstack.check import gate
 from climstack.check.verdict import render
 from climstack.check.verify import check, left_to_runtime, loaded_mismatch, parse_probe
 from climstack.check.verify import run_probe
@@ -100,12 +101,7 @@ def register(commands) -> None:
         help="then run it (mpi-probe) under the plan, only if the verdict is ok and the "
         "image's ld.so confirmed it",
     )
-    sub.add_argument(
-        "--model-only",
-        action="store_true",
-        help="with --run: start it on the model's ok when the image's ld.so was not asked or "
-        "could not answer (said in the output); a refused plan never runs",
-    )
+    gate.add_option(sub, "with --run: ")
     sub.add_argument(
         "--no-oracle",
         action="store_true",

@@ -15,6 +15,7 @@ from climstack.bind import loader, plan as plans
 from climstack.check import verify
 from climstack.errors import NEGATIVE, OK, ClimstackError
 from climstack.inputs import sites
+from climstack.launch import runtimes
 from climstack.bench.abi import abi_hosts
 
 
@@ -115,13 +116,15 @@ def cost_table(results: dict) -> str:
 IMAGES = {"standard": "container-mpi-abi", "mpich": "container-archer2"}
 #: each language's program in both images: the probe (C) and the model (Fortran: MOM6)
 PROGRAMS = {"C": PROBE, "Fortran": MODEL}
-#: verify passed on a host's tree without its runtime: climstack's model alone says so
-MODEL_OK = "verify ok by the model"
+#: verify's ok under the plan, the model's link map confirmed by the image's own ld.so
+CONFIRMED = "ok, confirmed by the image's ld.so"
 
 
 def _verdict(kind: str, image_dir: Path, host, work: Path, program) -> str:
     """What `bind` then `verify` say of `program` in the image of ABI `kind` on a host MPI
-    (the standard ABI through the host's mpi_abi_wrapper where it has one)."""
+    (the standard ABI through the host's mpi_abi_wrapper where it has one): `ok` only when
+    the image's own ld.so, run under the plan, confirms the model's link map (the
+    wrapper's too), as the gate asks before anything runs (climstack.check.gate)."""
     try:
         made = plans.make(
             sites.get("local"),
@@ -135,9 +138,10 @@ def _verdict(kind: str, image_dir: Path, host, work: Path, program) -> str:
         )
     except ClimstackError as err:
         return f"refused by bind: {_reason(str(err))}"
-    report = verify.check(program, made, image_dir)
-    if report.passed:  # on a host tree, with no runtime: the run column is ld.so's word
-        return MODEL_OK
+    runtimes.get(made.runtime).prepare_image(made, image_dir)  # the mount points ch-run lacks
+    report = verify.check(program, made, image_dir, runtime_image=image_dir)
+    if report.passed:
+        return CONFIRMED if report.ok else report.verdict
     return f"refused by verify: {_reason((report.problems + report.unchecked)[0])}"
 
 
@@ -193,6 +197,15 @@ def _ran(results: dict, kind: str, name: str, language: str) -> str:
     if host["reason"]:
         return f"refused by preflight: {host['reason']}"
     return f"MOM6 {model_verdict(results['model'], name)}"
+
+
+def markdown(results: dict) -> str:
+    """abi.md: every table of the record `results` (abi.json), the compatibility rows
+    included; what `bench abi` prints and `bench abi --report` prints again."""
+    tables = [matrix_table(results), model_table(results["model"]), cost_table(results)]
+    if rows := results.get("compatibility"):
+        tables.append(compatibility_table(rows))
+    return "\n\n".join(tables)
 
 
 def compatibility_table(rows: list[dict]) -> str:

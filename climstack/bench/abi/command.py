@@ -18,7 +18,10 @@ from climstack.image import image
 def run_abi(args, fresh_out) -> int:
     """The MPI-5 standard ABI image on each host MPI of the standard ABI, beside native (C),
     and its MOM6 on each (Fortran through mpif); exit status 1 when NetCDF-Bench's data or
-    MOM6's outputs differ between hosts (a failed program: 3)."""
+    MOM6's outputs differ between hosts (a failed program: 3). With --report RECORD: that
+    record's tables (abi.md) printed again, nothing run."""
+    if args.report:
+        return print_report(Path(args.report))
     names = args.benchmarks.split(",") if args.benchmarks else list(abi.SMALL)
     unknown = [n for n in names if n not in abi.OSU]
     if unknown:
@@ -56,12 +59,9 @@ def run_abi(args, fresh_out) -> int:
     )
     if not args.image:  # the image of these inputs: its record is reusable (abi.recorded)
         results["image_key"] = image.inputs_key(name)
+    results["compatibility"] = abi_report.compatibility(results, out, mpich_image)
     atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
-    table = abi_report.matrix_table(results)
-    table += "\n\n" + abi_report.model_table(results["model"])
-    table += "\n\n" + abi_report.cost_table(results)
-    rows = abi_report.compatibility(results, out, mpich_image)
-    table += "\n\n" + abi_report.compatibility_table(rows)
+    table = abi_report.markdown(results)
     (out / "abi.md").write_text(table + "\n")
     print(table)
     print(f"\nclimstack bench abi: {out / 'abi.md'}, {out / 'abi.json'}")
@@ -70,3 +70,22 @@ def run_abi(args, fresh_out) -> int:
     for pair in differ:
         print(f"climstack bench abi: the outputs differ: {pair}", file=sys.stderr)
     return max(abi_report.status(results["netcdf"]), abi_report.model_status(results["model"]))
+
+
+def print_report(record: Path) -> int:
+    """abi.md of the record `record` (an abi.json), from it alone: as the run wrote it."""
+    try:
+        results = json.loads(record.read_text())
+    except (OSError, ValueError) as err:
+        raise ClimstackError(
+            f"--report {record}: not a readable abi.json ({err})",
+            fix="name the abi.json a `climstack bench abi` run wrote",
+        ) from None
+    missing = [k for k in ("hosts", "ratios", "sizes", "netcdf", "model") if k not in results]
+    if missing:
+        raise ClimstackError(
+            f"--report {record}: no {', '.join(missing)}: not a `bench abi` record",
+            fix="name the abi.json a `climstack bench abi` run wrote",
+        )
+    print(abi_report.markdown(results))
+    return 0

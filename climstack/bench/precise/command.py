@@ -17,7 +17,7 @@ def run_precise(args, out: Path, env_dir: Path, finish) -> int:
     prefixes = install(env_dir)
     chosen = local_modes(
         list(profile.MODES), args.ranks, args.runtime, args.image, args.fabric_prefix,
-        prefixes, runner.work_root(out), pin=True,
+        prefixes, runner.work_root(out), pin=True, model_only=args.model_only,
     )  # fmt: skip
     rule = stopping.Rule(cap=args.repeats)
     start = time.monotonic()

@@ -38,7 +38,7 @@ from pathlib import Path
 from climstack import pins
 from climstack import spack as gateway
 from climstack.bench.model import cases
-from climstack.bench.run import catalogue, matrix, runner, stripes
+from climstack.bench.run import catalogue, emit_gate, matrix, runner, stripes
 from climstack.bench.results.headers import BITWISE, FAILED, header
 from climstack.bind import loader, plan
 from climstack.common import atomic
@@ -258,10 +258,13 @@ def emit(
     ranks=None,
     root=Path("/"),
     only: tuple[str, ...] = EMIT_MODES,
+    verify: bool = True,
+    model_only: bool = False,
 ):
     """Write one script per seed comparison under `out`, each with the modes of `only` it
     has (none left: no script); returns their paths. benchio's sweeps the stripe settings
-    where the site has Lustre (`lustre:` in its site.yaml)."""
+    where the site has Lustre (`lustre:` in its site.yaml). Each container mode's program
+    passes the gate first (emit_gate), unless not `verify`."""
     seeds = [replace(c, nodes=1, ranks=ranks) if ranks else c for c in SEEDS]
     seeds = [replace(c, modes=ms) for c in seeds if (ms := tuple(m for m in c.modes if m in only))]
     if site.name == "local":  # the seeds' sizes are for a centre's nodes, and their modes
@@ -276,9 +279,14 @@ def emit(
     if Path(image_path).is_dir():  # Charliecloud cannot create mount points itself
         for made in plans.values():
             runtimes.get("charliecloud").prepare_image(made, Path(image_path))
+    pairs = [(c.name, _benchmark(c), m) for c in seeds for m in c.modes]
+    refused = emit_gate.refusals(pairs, plans, Path(image_path), model_only) if verify else {}
+    if not verify:
+        print("climstack bench: --no-verify: no program verified in the image", file=sys.stderr)
     written = []
     for comparison in seeds:
         reasons = {m: failed[m] for m in comparison.modes if m in failed}
+        reasons |= {m: why for (name, m), why in refused.items() if name == comparison.name}
         for mode, why in reasons.items():
             print(
                 f"climstack bench: {comparison.name}: {mode} not emitted: {why}", file=sys.stderr

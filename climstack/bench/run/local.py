@@ -40,13 +40,15 @@ def local_modes(
     work: Path | None = None,
     cce: dict[str, Path] | None = None,
     pin: bool = False,
+    model_only: bool = False,
 ) -> list[modes.Mode]:
     """The modes `names` (mode_names: --modes checked) on `ranks` ranks, the container ones
     on `climstack image`'s image (`image_dir`, default: its default destination) under
     `runtime`, with the runs' directory `work` bound in (the files the I/O benchmarks
     write); `cce`: the CCE stand-in's prefixes (native-cce runs them,
     bind-host-netcdf-cray binds them); `pin`: each rank bound to a core of its own
-    (Hydra's `-bind-to core`), natively and in every container alike."""
+    (Hydra's `-bind-to core`), natively and in every container alike; `model_only`: a
+    program the image's ld.so did not confirm runs on the model's ok (climstack.check.gate)."""
     cce = cce or {}
     launcher = launchers.get("mpiexec").argv(ranks, extra=("-bind-to", "core") if pin else ())
     container = [n for n in names if catalogue.get(n).container]
@@ -70,6 +72,7 @@ def local_modes(
                 modes.container(
                     name, image_dir, launcher, ranks, row.runtime or runtime,
                     None if own else target, fabric_prefix, env, by_flavour[row.flavour], work,
+                    model_only,
                 )  # fmt: skip
             )
     by_name = {m.name: m for m in chosen}

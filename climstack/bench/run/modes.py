@@ -4,9 +4,10 @@ image's build on a bind plan, `climstack bind`'s, with the catalogue's host fami
 
 Container modes launch the ranks from the host's `mpiexec`, as on a Cray; the ranks of
 the node join one container where the runtime can (`ch-run --join`, podman's `exec` into
-the node's container), else each has its own (Apptainer). Each
-program is verified under its mode's plan (`climstack verify`) before it first runs (once
-per mode: its repeats run the same file of the same image under the same plan).
+the node's container), else each has its own (Apptainer). Each program passes the gate
+(climstack.check.gate: `verify`, confirmed by the image's own ld.so, unless `model_only`)
+under its mode's plan before it first runs (once per mode: its repeats run the same file of
+the same image under the same plan).
 """
 
 from dataclasses import dataclass, replace
@@ -14,7 +15,7 @@ from pathlib import Path, PurePosixPath
 
 from climstack.bench.run import catalogue, leftovers
 from climstack.bind import loader, plan
-from climstack.check import verify
+from climstack.check import gate
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check
 from climstack.inputs import sites
@@ -55,6 +56,34 @@ def in_image(image_dir: Path, path: str) -> str | None:
     return "/" + str(real.relative_to(image_dir)) if real.is_file() else None
 
 
+def image_program(image_dir: Path, benchmark, name: str) -> str:
+    """`benchmark`'s program in the image as mode `name` runs it (bind-noxpmem: its copy
+    without libxpmem); LookupError if the image lacks it."""
+    path = in_image(image_dir, f"{image.VIEW}/{benchmark.argv[0]}")
+    if not path:
+        raise LookupError(
+            f"{benchmark.package} is not in the image {image_dir}: no "
+            f"{image.VIEW}/{benchmark.argv[0]}; its slice "
+            f"({image.SLICE['CLIMSTACK_IMAGE_SLICE']}, environments/stack.yaml "
+            "image_specs) should hold it: rebuild it with `climstack image --force`"
+        )
+    noxpmem = catalogue.get(name).binary == catalogue.NOXPMEM
+    if noxpmem and not (path := in_image(image_dir, image.NOXPMEM + path)):
+        raise LookupError(f"the image has no copy of {benchmark.argv[0]} without xpmem")
+    return path
+
+
+def gated(made, image_dir: Path, target, path: str, name: str, model_only: bool) -> str:
+    """`path` once the gate passed it under mode `name`'s plan; LookupError (the verdict's
+    reason) if refused."""
+    try:
+        gate.require(made, Path(target or image_dir), [path], model_only, f"bench {name}",
+                     fix="climstack verify", tree=image_dir)  # fmt: skip
+    except gate.Refused as refused:
+        raise LookupError(f"verify refuses {path} under the {name} plan: {refused.why}")
+    return path
+
+
 def container(
     name: str,
     image_dir: Path,
@@ -66,6 +95,7 @@ def container(
     env: dict | None = None,
     host_netcdf: dict[str, str | None] | None = None,
     work: Path | None = None,
+    model_only: bool = False,
 ) -> Mode:
     """The catalogue's container mode `name` on `image_dir` (`climstack image`; `target`: the
     SIF Apptainer runs, made from it), with the local site's plan for the mode; a mode with
@@ -118,23 +148,9 @@ def container(
             raise LookupError(*found.args)
         return found
 
-    def _locate(benchmark):
-        path = in_image(image_dir, f"{image.VIEW}/{benchmark.argv[0]}")
-        if not path:
-            raise LookupError(
-                f"{benchmark.package} is not in the image {image_dir}: no "
-                f"{image.VIEW}/{benchmark.argv[0]}; its slice "
-                f"({image.SLICE['CLIMSTACK_IMAGE_SLICE']}, environments/stack.yaml "
-                "image_specs) should hold it: rebuild it with `climstack image --force`"
-            )
-        noxpmem = row.binary == catalogue.NOXPMEM
-        if noxpmem and not (path := in_image(image_dir, image.NOXPMEM + path)):
-            raise LookupError(f"the image has no copy of {benchmark.argv[0]} without xpmem")
-        # before it runs: refused, not crashed; the image's ld.so asked too
-        report = verify.check(path, made, image_dir, runtime_image=target or image_dir)
-        if why := report.refusal():
-            raise LookupError(f"verify refuses {path} under the {name} plan: {why}")
-        return path
+    def _locate(benchmark):  # before it runs: refused, not crashed; the image's ld.so asked
+        path = image_program(image_dir, benchmark, name)
+        return gated(made, image_dir, target, path, name, model_only)
 
     def stop():  # after a timeout: podman's containers and conmon outlive the launch
         global_args = chosen.settings(str(target or image_dir)).global_args

@@ -29,6 +29,7 @@ def key(
     modes: str | None,
     runtime: str,
     fabric_prefix: str | None,
+    model_only: bool = False,
 ) -> str:
     """What the comparison measures, digested: the local environment `env_dir`, the image
     (`image_dir`, else `image_name`'s inputs) and the arguments the modes run with."""
@@ -42,6 +43,7 @@ def key(
         else image.inputs_key(image_name)
     )
     arguments = f"{repeats} {ranks} {modes} {runtime} {fabric_prefix}"
+    arguments += " --model-only" if model_only else ""  # a report on the model's word alone
     cce = env_dir.parent / CCE_ENV / "spack.lock"  # the CCE stand-in's build
     models = sorted({b.case for b in runner.LOCAL if b.case})
     return stamp.digest(

@@ -89,6 +89,6 @@ class Charliecloud(Runtime):
 
     def program_in(self, image: Path, name: str) -> str:
         """Its path, on the PATH the pulled image's metadata sets (ch-run does not search)."""
-        from climstack.launch import oci_images
+        from climstack.launch import image_files
 
-        return oci_images.program(image, name)
+        return image_files.on_path(image, image, name)
