@@ -58,7 +58,12 @@ def falls_short(request, monkeypatch, tmp_path):
 
         def through_the_wrapper(*args, **kwargs):
             report = check(*args, **kwargs)
-            report.wrapper = {"library": "/host/lib/libmpiwrapper.so", "imports": 688}
+            report.wrapper = {
+                "library": "/host/lib/libmpiwrapper.so",  # wrapper_check's
+                "built_against": "libmpi.so.12",
+                "imports": 688,
+                "lacking": 0,
+            }
             return report
 
         monkeypatch.setattr(verify, "check", through_the_wrapper)
