@@ -1,0 +1,60 @@
+"""The ELF facts kept across processes (climstack.bind.elf): a large file's facts read back
+from the store are the ones pyelftools reads from the file; a file changed in place, or a
+store written by other code, is read again."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from climstack.bind import elf
+
+#: Debian's MPICH: 41 MB, thousands of MPI exports, its imports with their GLIBC versions
+LIBRARY = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
+
+
+@pytest.fixture
+def copy(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path / "cache"))
+    elf._read_cached.cache_clear()  # each read below goes to the store or the file
+    copied = tmp_path / "libmpi.so.12"
+    shutil.copy2(LIBRARY.resolve(), copied)
+    yield copied
+    elf._read_cached.cache_clear()
+
+
+def stored(tmp_path) -> list[Path]:
+    return sorted((tmp_path / "cache" / elf.FACTS_DIR).glob("*.json"))
+
+
+def test_kept_facts_are_the_files_own(copy, tmp_path):
+    parsed = elf._parsed(copy)
+    assert parsed.mpi_exports() and parsed.import_versions and parsed.soname
+    assert elf.read(copy) == parsed and len(stored(tmp_path)) == 1  # read, then kept
+    elf._read_cached.cache_clear()
+    assert elf.read(copy) == parsed  # from the store, in a process that never parsed it
+
+
+def test_a_changed_file_or_a_foreign_store_is_read_again(copy, tmp_path):
+    elf.read(copy)
+    [kept] = stored(tmp_path)
+    subprocess.run(["patchelf", "--set-soname", "libother.so.1", copy], check=True)
+    elf._read_cached.cache_clear()
+    assert elf.read(copy).soname == "libother.so.1"  # another identity: read anew
+    assert len(stored(tmp_path)) == 2
+    for path in stored(tmp_path):  # facts of other code, under the same key
+        path.write_text(json.dumps({"path": str(copy), "unknown": 1}))
+    elf._read_cached.cache_clear()
+    assert elf.read(copy) == elf._parsed(copy)
+    assert kept.read_text() != elf._saved(elf._parsed(copy))  # the old identity's, untouched
+
+
+def test_small_files_are_never_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path / "cache"))
+    small = Path(shutil.which("true")).resolve()
+    assert small.stat().st_size < elf.KEPT_FROM
+    elf._read_cached.cache_clear()
+    elf.read(small)
+    assert stored(tmp_path) == []
