@@ -1,15 +1,16 @@
-"""The ELF facts kept across processes (climstack.bind.elf): a large file's facts read back
+"""The ELF facts kept across processes (climstack.bind.elf_facts): a large file's facts read back
 from the store are the ones pyelftools reads from the file; a file changed in place, or a
 store written by other code, is read again."""
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from climstack.bind import elf
+from climstack.bind import elf, elf_facts
 
 #: Debian's MPICH: 41 MB, thousands of MPI exports, its imports with their GLIBC versions
 LIBRARY = Path("/usr/lib/x86_64-linux-gnu/libmpich.so.12")
@@ -26,7 +27,7 @@ def copy(tmp_path, monkeypatch) -> Path:
 
 
 def stored(tmp_path) -> list[Path]:
-    return sorted((tmp_path / "cache" / elf.FACTS_DIR).glob("*.json"))
+    return sorted((tmp_path / "cache" / elf_facts.FACTS_DIR).glob("*.json"))
 
 
 def test_kept_facts_are_the_files_own(copy, tmp_path):
@@ -48,13 +49,30 @@ def test_a_changed_file_or_a_foreign_store_is_read_again(copy, tmp_path):
         path.write_text(json.dumps({"path": str(copy), "unknown": 1}))
     elf._read_cached.cache_clear()
     assert elf.read(copy) == elf._parsed(copy)
-    assert kept.read_text() != elf._saved(elf._parsed(copy))  # the old identity's, untouched
+    assert kept.read_text() != elf_facts.saved(elf._parsed(copy))  # the old identity's, untouched
 
 
 def test_small_files_are_never_kept(tmp_path, monkeypatch):
     monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path / "cache"))
     small = Path(shutil.which("true")).resolve()
-    assert small.stat().st_size < elf.KEPT_FROM
+    assert small.stat().st_size < elf_facts.KEPT_FROM
     elf._read_cached.cache_clear()
     elf.read(small)
     assert stored(tmp_path) == []
+
+
+def test_facts_unused_for_a_month_go_before_a_new_entry(copy, tmp_path):
+    elf.read(copy)
+    [kept] = stored(tmp_path)
+    month = elf_facts.KEPT_DAYS * 86400
+    old = kept.stat().st_mtime - month - 60
+    os.utime(kept, (old, old))
+    elf._read_cached.cache_clear()
+    elf.read(copy)  # read back: used, so kept longer
+    assert kept.stat().st_mtime > old + month
+    os.utime(kept, (old, old))
+    subprocess.run(["patchelf", "--set-soname", "libother.so.1", copy], check=True)
+    elf._read_cached.cache_clear()
+    elf_facts.prune.cache_clear()
+    elf.read(copy)  # a new entry: the unused one goes first
+    assert not kept.exists() and len(stored(tmp_path)) == 1

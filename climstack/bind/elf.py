@@ -5,9 +5,8 @@ GNU symbol versions it needs and defines, and the MPI implementation's own versi
 (read from .rodata, never by running the library).
 """
 
-import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -16,8 +15,7 @@ from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
 
-from climstack import pins
-from climstack.common import atomic, stamp
+from climstack.bind import elf_facts
 from climstack.errors import ClimstackError
 
 #: the MPI standard's symbols: C (MPI_Send, PMPI_Send, MPIX_: MPICH extensions) and the
@@ -102,51 +100,11 @@ def is_elf(path: Path) -> bool:
         return False
 
 
-#: the facts of a large file, kept across processes: verify runs once a command, and the
-#: tests and `bench abi` read the same MPI libraries and models hundreds of times (MOM6 and
-#: libmpi: seconds each through pyelftools). One JSON a file, keyed by the file's identity
-#: and this module's code; smaller files are read again (their facts cost less than a key)
-FACTS_DIR = "elf-facts"
-KEPT_FROM = 256 * 1024  # bytes
-_CODE = stamp.digest(Path(__file__).read_bytes(), length=16)
-_SETS = ("imports", "weak_imports", "exports", "objects", "version_defs")
-
-
-def _stored(path: Path, stat) -> Path:
-    identity = (str(path.resolve()), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
-    return pins.cache_dir() / FACTS_DIR / f"{stamp.digest(*map(str, identity), _CODE)}.json"
-
-
-def _saved(info: "Elf") -> str:
-    facts = asdict(info) | {"path": str(info.path)}
-    facts |= {name: sorted(facts[name]) for name in _SETS}
-    for name in ("version_needs", "export_versions"):
-        facts[name] = {k: sorted(v) for k, v in facts[name].items()}
-    return json.dumps(facts)
-
-
-def _loaded(text: str, path: Path) -> "Elf":
-    facts = json.loads(text) | {"path": path}
-    facts |= {name: set(facts[name]) for name in _SETS}
-    for name in ("version_needs", "export_versions"):
-        facts[name] = {k: set(v) for k, v in facts[name].items()}
-    return Elf(**facts)
-
-
 @lru_cache(maxsize=4096)
 def _read_cached(path: Path, mtime_ns: int, size: int) -> Elf:
-    if size < KEPT_FROM:
+    if size < elf_facts.KEPT_FROM:
         return _parsed(path)
-    stored = _stored(path, path.stat())
-    try:
-        return _loaded(stored.read_text(), path)
-    except (OSError, ValueError, TypeError, KeyError):  # not kept yet, or by other code
-        info = _parsed(path)
-        try:
-            atomic.write_text(stored, _saved(info))
-        except OSError:  # a read-only cache: the facts are read each time
-            pass
-        return info
+    return elf_facts.kept(path, _parsed, Elf)
 
 
 def _parsed(path: Path) -> Elf:
