@@ -64,12 +64,17 @@ def test_only_a_finished_report_of_the_same_key_is_reused(tmp_path, monkeypatch)
     monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path))
     older, newer = (pins.cache_dir() / "bench" / f"local-2026112{i}" for i in (6, 7))
     for out in (older, newer):
-        out.mkdir(parents=True)
+        (out / "raw").mkdir(parents=True)
+        (out / "report.md").write_text("the report\n")
     reuse.keep(older, "k1", 0)
     (newer / reuse.KEY_FILE).write_text("k1\n")  # no exit status: it did not finish
     assert reuse.earlier("k1") == (older, 0)
     reuse.keep(newer, "k1", 1)
     assert reuse.earlier("k1") == (newer, 1) and reuse.earlier("k2") is None
+    (newer / "report.md").unlink()  # its files gone: not reused, whatever its key says
+    assert reuse.earlier("k1") == (older, 0)
+    shutil.rmtree(older / "raw")
+    assert reuse.earlier("k1") is None
 
 
 def test_reuse_with_an_out_directory_is_refused(tmp_path):

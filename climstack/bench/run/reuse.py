@@ -18,6 +18,8 @@ from climstack.inputs import sites
 
 KEY_FILE = "measured.key"
 STATUS_FILE = "exit-status"
+#: what a reused report is made of: a report whose files are gone is measured again
+KEPT = ("report.md", "raw")
 
 
 def key(
@@ -64,7 +66,8 @@ def earlier(digest: str) -> tuple[Path, int] | None:
     found = [
         path.parent
         for path in (pins.cache_dir() / "bench").glob(f"local-*/{KEY_FILE}")
-        if path.read_text().strip() == digest and (path.parent / STATUS_FILE).is_file()
+        if path.read_text().strip() == digest
+        and all((path.parent / kept).exists() for kept in (STATUS_FILE, *KEPT))
     ]
     if not found:
         return None
