@@ -1,10 +1,13 @@
 """The loader model against the real loader: Hypothesis draws link layouts (chains of
-libraries with DT_RPATH, DT_RUNPATH or neither, $ORIGIN, copies of one library in several
-directories, hwcaps subdirectories among them, the image's default directory and a
-directory of its ld.so.conf, cached by ldconfig or not, SONAMEs behind symlinks, NODEFLIB
-objects, a bound host directory, LD_LIBRARY_PATH with $ORIGIN and empty entries, each
-remedy), patchelf shapes them from objects gcc built once, and for every example the
-model's link map must equal the list the image's own ld.so prints under Charliecloud.
+libraries with DT_RPATH, DT_RUNPATH or neither, $ORIGIN, $LIB and $PLATFORM (both forms,
+and a $ of no token), copies of one library in several directories, hwcaps subdirectories
+among them, the image's default directory and a directory of its ld.so.conf, cached by
+ldconfig or not, each with glibc-hwcaps subdirectories (x86-64-v2 to v4: those this CPU
+lacks are not searched) and the cached one with the legacy tls and platform ones, SONAMEs
+behind symlinks, NODEFLIB objects, a bound host directory, LD_LIBRARY_PATH with the tokens
+and empty entries, each remedy), patchelf shapes them from objects gcc built once, and for
+every example the model's link map must equal the list the image's own ld.so prints under
+Charliecloud.
 
 Each CI run draws new layouts from a fresh seed (CLIMSTACK_LOADER_SEED replays one; a
 failure prints it); every layout the real ld.so ever disagreed on is kept below (FOUND)
@@ -12,6 +15,7 @@ as a fixed example. Then: verify's oracle refuses when the model is wrong."""
 
 import os
 import random
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,13 +31,20 @@ from climstack_dev.examples import examples
 
 IMAGE_DIR, HOST_DIR = "/t", "/h"  # the image's own tree and a bound host directory
 CACHED_DIR = "/c"  # the image's, listed in its ld.so.conf (ldconfig run or not)
-DEFAULT_DIR = "/usr/lib/x86_64-linux-gnu"  # the image's system search path
-# hwcaps subdirectories this glibc (2.36) searches on any x86-64 CPU: v2, and legacy tls
-DIRS = ("/t/d0", "/t/d1", "/h/d2", "/t/d0/glibc-hwcaps/x86-64-v2", "/t/d1/tls", CACHED_DIR,
-        DEFAULT_DIR)  # fmt: skip
+DEFAULT_DIR = "/usr/lib/x86_64-linux-gnu"  # the image's system search path (and /lib/...)
+# hwcaps subdirectories glibc 2.36 searches: glibc-hwcaps/x86-64-v2 (and v3, v4 where the
+# CPU has them) and the legacy tls and platform ones, under searched, cached and default
+# directories; <LIB>, <PLATFORM>: what the image's ld.so expands $LIB, $PLATFORM to (world:
+# lib/x86_64-linux-gnu; x86_64, or haswell on an Intel AVX2 CPU); "$LIBx" is no token
+DIRS = ("/t/d0", "/t/d1", "/h/d2", "/t/d0/glibc-hwcaps/x86-64-v2", "/t/d1/tls", "/t/<LIB>",
+        "/h/<PLATFORM>", "/t/$LIBx", CACHED_DIR, "/c/glibc-hwcaps/x86-64-v2",
+        "/c/glibc-hwcaps/x86-64-v3", "/c/tls", "/c/<PLATFORM>", DEFAULT_DIR,
+        f"{DEFAULT_DIR}/glibc-hwcaps/x86-64-v2",
+        "/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v4")  # fmt: skip
 SEARCHED = ("/t/d0", "/t/d1", "/h/d2")  # directories a search path names
-ENTRIES = (*SEARCHED, "$ORIGIN/../d1", "$ORIGIN")
-PATH_ENTRIES = (*SEARCHED, "", "$ORIGIN/../d0")  # "": the working directory
+ENTRIES = (*SEARCHED, "$ORIGIN/../d1", "$ORIGIN", "/t/$LIB", "$ORIGIN/../${LIB}",
+           "/h/${PLATFORM}", "/t/$LIBx")  # fmt: skip
+PATH_ENTRIES = (*SEARCHED, "", "$ORIGIN/../d0", "/t/${LIB}", "/h/$PLATFORM", CACHED_DIR)
 WORKING_DIR = "/t/d1"
 NAMES = ("liba.so", "libb.so", "libmpi.so.12")
 PROGRAM = "/t/bin/prog"
@@ -50,9 +61,9 @@ needs_tools = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """The Debian image (hard-linked; ldconfig replaces, never rewrites, its files), the
-    two trees bound into it, the cached directory in its ld.so.conf, and the objects gcc
+    two trees bound into it, the cached directory in its ld.so.conf, the objects gcc
     builds once: a program and a library that call nothing, and an MPI library stub, each
-    also with DF_1_NODEFLIB."""
+    also with DF_1_NODEFLIB; and what its ld.so expands $LIB and $PLATFORM to."""
     work = tmp_path_factory.mktemp("oracle")
     image = work / "image"
     subprocess.run(["cp", "-al", str(programs.base_image()), str(image)], check=True)
@@ -78,11 +89,34 @@ def world(tmp_path_factory):
             source = str(sources / f"{name}.c")
             subprocess.run(["gcc", *flags, *extra, "-o", str(built[key]), source], check=True)
             assert elf.read(built[key]).nodeflib == nodeflib
-    return image, work / "t", work / "h", built
+    return image, work / "t", work / "h", built, expansions(image)
+
+
+def expansions(image: Path) -> dict[str, str]:
+    """<LIB> and <PLATFORM>: what the image's ld.so, run in it, expands $LIB and $PLATFORM
+    to (LD_DEBUG=libs of a search for a library that is nowhere; the model asks it alone)."""
+    argv = [INTERPRETER, "--library-path", "/@/$LIB/@/$PLATFORM/@", "--list", INTERPRETER]
+    proc = subprocess.run(
+        ["ch-run", "--env-no-expand", "--set-env=LD_DEBUG=libs",
+         "--set-env=LD_PRELOAD=libclimstack-nowhere.so", str(image), "--", *argv],
+        capture_output=True, text=True, timeout=60,
+        env={"PATH": os.environ["PATH"], "USER": "root", "HOME": "/root"},
+    )  # fmt: skip
+    found = re.search(r"[=:]/@/([^:]+)/@/([^:/]+)/@\s+\(--library-path\)", proc.stderr)
+    assert found, proc.stderr
+    return {"<LIB>": found[1], "<PLATFORM>": found[2]}
+
+
+def placed(world, path: str) -> str:
+    """A layout's path with <LIB> and <PLATFORM> as the image's ld.so expands them."""
+    for mark, value in world[4].items():
+        path = path.replace(mark, value)
+    return path
 
 
 def dynamic():
-    """(kind, entries): no search path, DT_RPATH or DT_RUNPATH over some ENTRIES."""
+    """(kind, entries): no search path, DT_RPATH or DT_RUNPATH over some ENTRIES (with
+    $LIB, $PLATFORM, ${LIB}, ${PLATFORM} left for ld.so to expand)."""
     return st.tuples(
         st.sampled_from(("", "rpath", "runpath")),
         st.lists(st.sampled_from(ENTRIES), min_size=1, max_size=3, unique=True),
@@ -135,21 +169,25 @@ def shape(source: Path, target: Path, needed, search, soname: str = "") -> None:
 
 
 def build(world, layout) -> None:
-    """The layout's files in the trees, the image's cached and default directories (what
-    the last example left there removed), and the image's ld.so.cache made anew by ldconfig
-    (`cached`) or left as the image has it (the cached directory then missed)."""
-    image, tree, host, built = world
+    """The layout's files in the trees, the image's cached and default directories and
+    their hwcaps subdirectories (what the last example left there removed), and the image's
+    ld.so.cache made anew by ldconfig (`cached`) or left as the image has it (the cached
+    directory then missed)."""
+    image, tree, host, built, _ = world
     for root in (tree, host, image / CACHED_DIR.lstrip("/")):
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir()
     (tree / WORKING_DIR[len(IMAGE_DIR) + 1 :]).mkdir()  # ch-run starts in it
-    for name in NAMES:
-        for leftover in (image / DEFAULT_DIR.lstrip("/")).glob(f"{name}*"):
-            leftover.unlink()
+    for directory in DIRS:
+        if not directory.startswith((IMAGE_DIR, HOST_DIR, CACHED_DIR)):  # the image's own
+            for name in NAMES:
+                for leftover in (image / directory.lstrip("/")).glob(f"{name}*"):
+                    leftover.unlink()
     copies, (needed, search, *program), _, _, *cached = layout
     where = {IMAGE_DIR: tree, HOST_DIR: host}
     for path, (deps, lib_search, has_soname, *more) in copies.items():
         symlinked, nodeflib = (more + [False, False])[:2]
+        path = placed(world, path)
         top = "/" + path.split("/")[1]
         name = path.rsplit("/", 1)[1]
         source = built[("mpi" if name.startswith("libmpi") else "lib", nodeflib)]
@@ -176,8 +214,8 @@ def world_cache(world) -> Path:
 
 def real_loader(world, layout) -> dict:
     """What the image's ld.so lists, run in the image under Charliecloud."""
-    image, tree, host, _ = world
-    path, remedy = layout[2], layout[3]
+    image, tree, host, _, _ = world
+    path, remedy = layout[2], placed(world, layout[3])
     binds = [f"--bind={tree}:{IMAGE_DIR}", f"--bind={host}:{HOST_DIR}"]
     joined = ":".join(path)
     env = [f"--set-env=LD_LIBRARY_PATH={joined}"] if path else []
@@ -210,8 +248,8 @@ def real_loader(world, layout) -> dict:
 
 
 def model(world, layout) -> tuple[loader.Closure, loader.View]:
-    image, tree, host, _ = world
-    path, remedy = layout[2], layout[3]
+    image, tree, host, _, _ = world
+    path, remedy = layout[2], placed(world, layout[3])
     view = loader.View(image, {IMAGE_DIR: tree, HOST_DIR: host})
     preload = [remedy.split(":", 1)[1]] if remedy.startswith("preload:") else []
     closure = loader.closure(
@@ -312,6 +350,57 @@ FOUND = [
         "",
         False,
     ),
+    # 2026-11-29, $LIB, $PLATFORM and hwcaps reached: $LIBx is no token (glibc's is_dst:
+    # a name followed by a character of an identifier), the directory of that very name
+    (
+        {"/t/$LIBx/liba.so": ([], ("", ["/t/d0"]), False, False, False)},
+        (["liba.so"], ("runpath", ["/t/$LIBx"]), False),
+        [],
+        "",
+        False,
+    ),
+    # a cache entry of a legacy hwcap subdirectory (tls) of a cached directory: ld.so takes
+    # it before the directory's own; the model had dropped every legacy entry
+    (
+        {
+            "/c/tls/liba.so": ([], ("", ["/t/d0"]), False, False, False),
+            "/c/liba.so": ([], ("", ["/t/d0"]), False, False, False),
+        },
+        (["liba.so"], ("", ["/t/d0"]), False),
+        [],
+        "",
+        True,
+    ),
+    # ... and of the platform's one (x86_64 is ldconfig's hwcap bit 1, haswell bit 50)
+    (
+        {
+            "/c/<PLATFORM>/liba.so": ([], ("", ["/t/d0"]), False, False, False),
+            "/c/liba.so": ([], ("", ["/t/d0"]), False, False, False),
+        },
+        (["liba.so"], ("", ["/t/d0"]), False),
+        [],
+        "",
+        True,
+    ),
+    # two cache entries of one glibc-hwcaps level (x86-64-v2) in two directories: ld.so
+    # takes the first in the cache's order; the model's first rewrite for legacy entries
+    # had taken the least path (seed 2635673492)
+    (
+        {
+            "/usr/lib/x86_64-linux-gnu/glibc-hwcaps/x86-64-v2/libb.so": (
+                [],
+                ("", ["/t/d0"]),
+                False,
+                False,
+                False,
+            ),
+            "/c/glibc-hwcaps/x86-64-v2/libb.so": ([], ("", ["/t/d0"]), False, False, False),
+        },
+        (["libb.so"], ("", ["/t/d0"]), False),
+        [],
+        "",
+        True,
+    ),
 ]
 
 
@@ -328,6 +417,10 @@ FOUND = [
 @example(layout=FOUND[6])
 @example(layout=FOUND[7])
 @example(layout=FOUND[8])
+@example(layout=FOUND[9])
+@example(layout=FOUND[10])
+@example(layout=FOUND[11])
+@example(layout=FOUND[12])
 def test_the_model_link_map_is_the_image_loader_list(world, layout):
     build(world, layout)
     ours, view = model(world, layout)

@@ -33,7 +33,15 @@ MARKED = "/@climstack-lib/$LIB/@climstack-platform/$PLATFORM/@climstack-end"
 EXPANDED = re.compile(r"^/@climstack-lib/(.+)/@climstack-platform/(.+)/@climstack-end$")
 SEARCH = re.compile(r"search path=(?P<dirs>.*?)\s+\((?P<why>[^)]+)\)\s*$")
 CACHED = re.compile(r"^\s+(?P<name>\S+) \((?P<flags>[^)]*)\) => (?P<path>\S+)$")
-HWCAP = re.compile(r'hwcap: "([^"]+)"')
+#: an entry's hwcap in `ldconfig -p`: a glibc-hwcaps subdirectory, or legacy bits
+HWCAP = re.compile(r'hwcap: (?:"(?P<named>[^"]+)"|0x(?P<bits>[0-9a-f]+))')
+#: a dynamic string token as glibc takes it (elf/dl-load.c is_dst, _dl_dst_substitute):
+#: ${NAME}, or $NAME not followed by a character of an identifier ($LIBX, $ORIGIN_ are
+#: no tokens); a $ of no token stays as it is; one pass, left to right
+TOKEN = re.compile(r"\$(?:\{(ORIGIN|PLATFORM|LIB)\}|(ORIGIN|PLATFORM|LIB)(?![A-Za-z0-9_]))")
+#: ldconfig's bit of each legacy hwcap subdirectory (< 2.37 elf/ldconfig.c path_hwcap,
+#: sysdeps/x86/dl-procinfo.c: hwcap names, platforms from bit 48, tls bit 63)
+LEGACY_BITS = {"x86_64": 1, "avx512_1": 2, "haswell": 50, "xeon_phi": 51, "tls": 63}
 
 
 @dataclass(frozen=True)
@@ -42,32 +50,48 @@ class Rules:
     subdirs: tuple[str, ...] = ("",)  # tried under every directory, in order; "" itself
     lib: str = "lib64"
     platform: str = "x86_64"
-    #: name -> [(glibc-hwcaps subdirectory or "", path)]; None: no cache read (modelled)
-    cache: dict[str, list[tuple[str, str]]] | None = field(default=None, hash=False)
+    #: name -> [(glibc-hwcaps subdirectory or "", legacy hwcap bits, path)] in the cache's
+    #: order; None: no cache read (modelled)
+    cache: dict[str, list[tuple[str, int, str]]] | None = field(default=None, hash=False)
     source: str = "climstack's defaults"
     #: the rules that stood in for the glibc's own, each with why ('' for none): a verdict
     #: on them is the model's alone (check.verdict)
     stand_in: str = ""
 
     def cached(self, name: str) -> str | None:
-        """The path ld.so takes from its cache for `name`: the entry of the first
-        supported glibc-hwcaps subdirectory, else the plain one."""
+        """The path ld.so takes from its cache for `name` (elf/dl-cache.c search_cache):
+        the glibc-hwcaps entry of the highest priority it searches, whatever its directory;
+        without one, the entry whose legacy bits it supports (legacy_bits). Of equals, the
+        first in the cache's order (`ldconfig -p` keeps it: the most legacy bits first)."""
         entries = (self.cache or {}).get(name, [])
-        for sub in self.subdirs:
-            for hwcap, path in entries:
-                if f"glibc-hwcaps/{hwcap}" == sub if hwcap else not sub:
-                    return path
-        return None
+        named = [
+            (self.subdirs.index(f"glibc-hwcaps/{hwcap}"), path)
+            for hwcap, _, path in entries
+            if hwcap and f"glibc-hwcaps/{hwcap}" in self.subdirs
+        ]
+        if named:  # the first of the best priority: ties go by the cache's order
+            return min(named, key=lambda entry: entry[0])[1]
+        legacy = self.legacy_bits
+        return next((p for hwcap, bits, p in entries if not hwcap and not bits & ~legacy), None)
+
+    @property
+    def legacy_bits(self) -> int:
+        """The legacy hwcap bits of cache entries ld.so takes: tls always, and those of the
+        legacy subdirectories it searches (the platform, the hwcap names of this CPU)."""
+        names = {
+            p for s in self.subdirs if not s.startswith("glibc-hwcaps/") for p in s.split("/")
+        }
+        return sum(1 << bit for name, bit in LEGACY_BITS.items() if name in names | {"tls"})
 
     def in_system_dir(self, path: str) -> bool:
         """Is `path` under the system search path (what NODEFLIB forbids, cached or not)?"""
         return any(path.startswith(d.rstrip("/") + "/") for d in self.system_dirs)
 
     def expand(self, entry: str, origin: str) -> str:
-        """$ORIGIN, $LIB and $PLATFORM (and their ${...} forms) as this ld.so expands them."""
-        for token, value in (("ORIGIN", origin), ("LIB", self.lib), ("PLATFORM", self.platform)):
-            entry = entry.replace("${" + token + "}", value).replace("$" + token, value)
-        return entry
+        """$ORIGIN, $LIB and $PLATFORM (and their ${...} forms) as this ld.so expands them
+        (TOKEN: glibc's _dl_dst_substitute)."""
+        values = {"ORIGIN": origin, "LIB": self.lib, "PLATFORM": self.platform}
+        return TOKEN.sub(lambda token: values[token[1] or token[2]], entry)
 
 
 def of(host_ldso: Path | None, host_cache: Path | None, machine: str, why: str = "") -> Rules:
@@ -152,11 +176,12 @@ def _cache(cache: Path | None, machine: str) -> tuple[dict | None, str]:
             f"{listed.returncode}): taken as absent"
         )
     flag = CACHE_FLAGS.get(machine, "")
-    entries: dict[str, list[tuple[str, str]]] = {}
+    entries: dict[str, list[tuple[str, int, str]]] = {}
     for match in map(CACHED.match, listed.stdout.splitlines()):
-        if match and flag in match["flags"] and "hwcap: 0x" not in match["flags"]:
+        if match and flag in match["flags"]:
             hwcap = HWCAP.search(match["flags"])
-            entries.setdefault(match["name"], []).append(
-                (hwcap[1] if hwcap else "", match["path"])
+            named, bits = (
+                (hwcap["named"] or "", int(hwcap["bits"] or "0", 16)) if hwcap else ("", 0)
             )
+            entries.setdefault(match["name"], []).append((named, bits, match["path"]))
     return entries, ""
