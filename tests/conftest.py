@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import time
 from contextlib import ExitStack
+from pathlib import Path
 
 import pytest
 from skip_policy import pytest_runtest_makereport  # noqa: F401 - the hook, registered here
@@ -87,6 +88,17 @@ def abi_image():
     if not all(map(shutil.which, ("ch-run", "mmdebstrap", "patchelf"))):
         pytest.skip("needs Debian's charliecloud, mmdebstrap and patchelf (bin/setup)")
     return images_.build("container-mpi-abi", images.image_dir("container-mpi-abi"))
+
+
+@pytest.fixture(scope="module")
+def archer2_image() -> Path:
+    """The ARCHER2 image `make local` built (container-archer2), as the user's cache has it."""
+    from climstack.image import image as images_
+
+    found = images_.default_destination("container-archer2")
+    if not found.is_dir():
+        pytest.fail(f"no image {found}: run `make local` first")
+    return found
 
 
 def tree(root) -> set[str]:

@@ -17,7 +17,7 @@ import slurm_cluster
 from conftest import PROJECT_ROOT, cpus_alone
 
 from climstack.bench.results import collect
-from climstack.bench.run import jobs, local, matrix, runner, stripes
+from climstack.bench.run import jobs, matrix, runner, stripes
 from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
@@ -311,15 +311,12 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def local_image():
+def local_image(archer2_image):
     """The local environment's native builds (a no-op when installed) and the image the
     container modes run, which `make local` built (its programs pass the gate before a
     script is written)."""
     install.install(environments.resolve("local"))
-    found = image.default_destination(local.IMAGE)
-    if not found.is_dir():
-        pytest.fail(f"no image {found}: run `make local` first")
-    return found
+    return archer2_image
 
 
 def emit_local(jobs_dir: Path, modes: str, local_image: Path) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from climstack import pins
-from climstack.bench.run import jobs, local, modes, runner
+from climstack.bench.run import jobs, modes, runner
 from climstack.bind import plan as planner
 from climstack.check import container_smoke, gate, oracle, verify
 from climstack.cli import slurm
@@ -35,11 +35,8 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def image_dir() -> Path:
-    found = image.default_destination(local.IMAGE)
-    if not found.is_dir():
-        pytest.fail(f"no image {found}: run `make local` first")
-    return found
+def image_dir(archer2_image) -> Path:
+    return archer2_image
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from climstack import pins, spack
 from climstack.bind import plan as planner
 from climstack.bench.run.local import IMAGE
 from climstack.check import verify
-from climstack.image import image, sif
+from climstack.image import sif
 from climstack.inputs import sites
 from climstack.launch import runtimes
 from climstack.stack import environments, install, modules
@@ -170,12 +170,10 @@ def test_a_root_that_cannot_be_written_is_named_and_nothing_is_written(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def image_and_plan(tmp_path_factory):
+def image_and_plan(archer2_image, tmp_path_factory):
     """The ARCHER2 image `make local` built and the local bind plan under Charliecloud,
     the plan's mount points in the image (as `bench local` makes them)."""
-    image_dir = image.default_destination(IMAGE)
-    if not image_dir.is_dir():
-        pytest.fail(f"no image {image_dir}: run `make local` first")
+    image_dir = archer2_image
     made = planner.make_plan(sites.get("local"), environ={})
     plan = planner.write(made, tmp_path_factory.mktemp("plan"))
     runtimes.get("charliecloud").prepare_image(plan, image_dir)
