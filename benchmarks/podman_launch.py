@@ -11,6 +11,7 @@ Run: `.venv/bin/python benchmarks/podman_launch.py [LOOPS [LATENCY]]` (60 and 10
 """
 
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -19,14 +20,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from climstack.bench.run import runner
+from climstack.bench.run import leftovers, runner
 from climstack.bench.run.local import IMAGE, local_modes
 from climstack.bind import loader
 from climstack.bind import plan as plans
 from climstack.image import image
 from climstack.inputs import sites
 from climstack.launch import launch, launchers, runtimes
-from climstack.launch.runtimes import podman
 from climstack.stack import environments
 from climstack.stack.install import install
 
@@ -60,19 +60,25 @@ def commands(work: Path) -> dict[str, dict[str, list[str]]]:
     return found
 
 
-def timed(argv: list[str], work: Path) -> tuple[str, float, dict[int, float]]:
-    """(ok | hung | failed, wall s, latency per size in us)."""
+def timed(argv: list[str], work: Path, global_args=()) -> tuple[str, float, dict[int, float]]:
+    """(ok | hung | failed, wall s, latency per size in us). A run still running after
+    bench's hang limit is stopped: its whole process group killed (the launcher, its ranks'
+    podman clients), then this process's containers removed (leftovers.stop_podman, by the
+    run label: a concurrent run's stay), with podman's `global_args`."""
     start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=work, start_new_session=True)  # fmt: skip
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, cwd=work,
-                              timeout=runner.OSU_HUNG_AFTER, start_new_session=True)  # fmt: skip
-    except subprocess.TimeoutExpired:  # the hung run's containers, by label
-        ids = subprocess.run(["podman", "ps", "-aq", "--filter", f"label={podman.LABEL}"],
-                             capture_output=True, text=True).stdout.split()  # fmt: skip
-        subprocess.run(["podman", "rm", "-f", "-t", "0", *ids], capture_output=True)
+        stdout, _ = proc.communicate(timeout=runner.OSU_HUNG_AFTER)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()  # not its pipes: a process that left the group may hold them
+        proc.stdout.close()
+        proc.stderr.close()
+        leftovers.stop_podman(None, global_args)
         return "hung", time.monotonic() - start, {}
     wall = time.monotonic() - start
-    rows = [line.split() for line in proc.stdout.splitlines() if line[:1].isdigit()]
+    rows = [line.split() for line in stdout.splitlines() if line[:1].isdigit()]
     values = {int(r[0]): float(r[1]) for r in rows if len(r) >= 2}
     return ("ok" if proc.returncode == 0 else "failed"), wall, values
 
@@ -81,13 +87,14 @@ def main(loops: int = 60, latency: int = 10) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         found = commands(work)
+        global_args = PODMAN.settings(str(image.default_destination(IMAGE))).global_args
         names = list(found)
         print(f"osu_latency, {RANKS} ranks, {latency} alternating runs each (median us), "
               f"load average {os.getloadavg()[0]:.2f}")  # fmt: skip
         samples = {n: [] for n in names}
         for _ in range(latency):
             for name in names:
-                samples[name].append(timed(found[name]["osu_latency"], work)[2])
+                samples[name].append(timed(found[name]["osu_latency"], work, global_args)[2])
         print(f"{'launch':<14}" + "".join(f"{size:>10}" for size in SIZES))
         for name in names:
             medians = [statistics.median(s[size] for s in samples[name] if size in s)
@@ -99,7 +106,7 @@ def main(loops: int = 60, latency: int = 10) -> None:
         runs = {n: [] for n in names}
         for index in range(loops):
             for name in names:
-                runs[name].append(timed(found[name]["osu_allreduce"], work))
+                runs[name].append(timed(found[name]["osu_allreduce"], work, global_args))
             print(f"  ... {index + 1} of {loops}", file=sys.stderr, end="\r")
         for name in names:
             states = [state for state, _, _ in runs[name]]

@@ -2,7 +2,8 @@
 virtual nodes (n1, n2) on 127.0.0.1, all state in one temporary directory, free ports.
 
 `Cluster.start()` returns once both nodes are idle; `stop()` ends every daemon it started
-(by its pid) and is safe to call twice, also after a failed start.
+(by its pid) and is safe to call twice, also after a failed start. A job's steps get 2 s
+between SIGTERM and SIGKILL (KillWait), and none past its time limit (OverTimeLimit).
 """
 
 import contextlib
@@ -38,6 +39,8 @@ SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
 MpiDefault=none
+KillWait=2
+OverTimeLimit=0
 SchedulerType=sched/backfill
 SchedulerParameters=bf_interval=1
 NodeName=n1 NodeHostname={host} NodeAddr=127.0.0.1 Port={n1_port} CPUs=2 RealMemory=2000
@@ -140,6 +143,16 @@ class Cluster:
             self.cancel_jobs()  # a job left running would outlive the test
             raise
         return proc.returncode, output.read_text() if output.exists() else proc.stderr
+
+    def submit(self, script: Path, *options: str) -> str:
+        """Submit without waiting (its output: the script's name with .out); the job id."""
+        output = f"--output={script.with_suffix('.out')}"
+        return self.run("sbatch", "--parsable", output, *options, str(script)).stdout.strip()
+
+    def state(self, job: str) -> str:
+        """RUNNING, CANCELLED, TIMEOUT...: the job's state while slurmctld keeps its record."""
+        text = self.run("scontrol", "-o", "show", "job", job, check=False, timeout=60).stdout
+        return next((w.split("=", 1)[1] for w in text.split() if w.startswith("JobState=")), "")
 
     def cancel_jobs(self, timeout: float = 30) -> None:
         """Cancel every job of this cluster and wait until none is left."""

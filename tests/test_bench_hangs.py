@@ -2,19 +2,23 @@
 in all; the header says how many attempts were stopped and which was timed, the retry runs
 in the run's place in the rotated order, and the report's cells (report.md, summary.json)
 name it. A hang at every attempt is the run's failure. Under podman, the hung attempt's
-container and its conmon are gone before the retry starts. Real processes, 2 s timeouts;
-a real podman container (a rootfs of dash and coreutils), 8 s."""
+container and its conmon are gone before the retry starts, and no other run's container;
+benchmarks/podman_launch.py kills a hung run's whole process group. Real processes, 2 s
+timeouts; real podman containers (a rootfs of dash and coreutils), 8 s."""
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from climstack import pins
 from climstack.bench.report import headline
 from climstack.bench.report import report as bench_report
 from climstack.bench.results import collect, headers
@@ -147,7 +151,8 @@ BEFORE_EACH = (
     'for f in cid.*; do [ -e "$f" ] || continue; c=$(cat "$f"); '
     "n=$(podman {globals} ps -aq --no-trunc --filter id=$c | wc -l); "
     'echo "$f container:$n conmon:$(pgrep -fc "[c]onmon.*$c")" >> state; done; '
-    "exec podman {globals} run --rm {run} --label={label} --cidfile=cid.$(ls | grep -c '^cid[.]') "
+    "exec podman {globals} run --rm {run} --label={label} --label={run_label} "
+    "--cidfile=cid.$(ls | grep -c '^cid[.]') "
     '--volume="$PWD:/w" --rootfs {rootfs}:O sh -c "$0"'
 )
 
@@ -186,7 +191,8 @@ def test_after_a_timeout_under_podman_container_and_conmon_are_gone_before_the_r
     value = f"hang-test-{os.getpid()}-{tmp_path.name}"
     script = BEFORE_EACH.format(
         globals=" ".join(found.global_args), run=" ".join(found.run_args),
-        label=f"{podman.LABEL}={value}", rootfs=rootfs,
+        label=f"{podman.LABEL}={value}", run_label=f"{podman.RUN_LABEL}={podman.RUN}",
+        rootfs=rootfs,
     )  # fmt: skip
     stop = functools.partial(leftovers.stop_podman, value, found.global_args)
     mode = Mode(
@@ -204,3 +210,74 @@ def test_after_a_timeout_under_podman_container_and_conmon_are_gone_before_the_r
     assert given["hung"].startswith(f"1 of {runner.HANG_ATTEMPTS} attempts: ")
     assert state == ["cid.0 container:0 conmon:0"]  # at the retry's start
     assert not left and not sleepers_left()
+
+
+def started(found, rootfs: Path, value: str, run: str) -> str:
+    """A container of the plan `value` and the run `run`, sleeping; its id."""
+    argv = ["podman", *found.global_args, "run", "--detach", "--rm", *found.run_args]
+    argv += [f"--label={podman.LABEL}={value}", f"--label={podman.RUN_LABEL}={run}"]
+    argv += ["--rootfs", f"{rootfs}:O", "sleep", "600"]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def two_runs(tmp_path, rootfs):
+    """(plan label value, {run: container id}): a container of this run (this process's
+    podman.RUN) and one of another run (a `bench` beside this one), of one plan; both
+    removed after the test."""
+    found = podman.settings(shutil.which("podman"), str(rootfs))
+    value = f"runs-test-{os.getpid()}-{tmp_path.name}"
+    try:
+        yield value, {run: started(found, rootfs, value, run) for run in (podman.RUN, "other")}
+    finally:
+        if left := labelled(value):
+            subprocess.run(["podman", *found.global_args, "rm", "-f", "-t", "0", *left])
+
+
+@needs_podman
+def test_the_stop_after_a_timeout_removes_this_runs_containers_only(two_runs):
+    """Two runs' containers of one plan: the stop removes this run's only (by the plan's
+    label alone, it removed the other run's too)."""
+    value, ids = two_runs
+    leftovers.stop_podman(value)
+    assert labelled(value) == [ids["other"][:12]]  # podman ps's short id
+
+
+def podman_launch():
+    """benchmarks/podman_launch.py, imported."""
+    path = pins.PROJECT_ROOT / "benchmarks" / "podman_launch.py"
+    spec = importlib.util.spec_from_file_location("podman_launch", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def pids_of(*argv: str) -> list[int]:
+    """The processes whose command line is `argv`."""
+    want, found = "\0".join(argv).encode() + b"\0", []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if cmdline.read_bytes() == want:
+                found.append(int(cmdline.parent.name))
+        except OSError:
+            continue  # it ended meanwhile
+    return found
+
+
+@needs_podman
+def test_the_podman_benchmark_stops_a_hung_runs_process_group_and_its_own_containers(
+    tmp_path, two_runs, monkeypatch
+):
+    """benchmarks/podman_launch.py's run past bench's hang limit (1 s here): the shell's
+    child in its process group is killed with it (the child alone was), and this run's
+    container is removed, not the other run's (every container of the label was)."""
+    value, ids = two_runs
+    monkeypatch.setattr(runner, "OSU_HUNG_AFTER", 1)
+    try:
+        state, _, _ = podman_launch().timed(["sh", "-c", "sleep 3608 & sleep 3609"], tmp_path)
+        left = pids_of("sleep", "3608")
+    finally:
+        for pid in pids_of("sleep", "3608") + pids_of("sleep", "3609"):
+            os.kill(pid, signal.SIGKILL)
+    assert state == "hung" and not left, "the hung run's child outlived it"
+    assert labelled(value) == [ids["other"][:12]]

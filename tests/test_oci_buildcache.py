@@ -214,6 +214,36 @@ def manifest(registry: Registry, reference: str) -> dict:
         return json.load(response)
 
 
+def test_podmans_pull_is_given_the_credentials_in_an_auth_file_never_on_its_command_line(
+    tmp_path, monkeypatch
+):
+    """`podman pull` gets the registry client's credentials in an auth file of its own
+    (--authfile: readable by its owner only, the reference's registry host, removed after
+    the pull, also a failed one), never as --creds USER:PASSWORD, which `ps` shows to every
+    user of a login node. The real pull through it: test_buildcache_image_runs_mpi_probe_*."""
+    monkeypatch.setenv("CLIMSTACK_OCI_USER", "centre-a")
+    monkeypatch.setenv("CLIMSTACK_OCI_TOKEN", "s3cret-token")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    seen = []
+
+    def run(argv, what, **kwargs):
+        auth = Path(argv[argv.index("--authfile") + 1])
+        seen.append((argv, auth, auth.stat().st_mode & 0o777, json.loads(auth.read_text())))
+        if len(seen) == 2:
+            raise ClimstackError("refused", fix="")
+
+    monkeypatch.setattr(oci_images, "process", mock.Mock(run=run))
+    reference = "127.0.0.1:5000/centre-a/images:probe"
+    assert oci_images.pull_podman(["podman"], reference, tmp_path) == reference
+    with pytest.raises(ClimstackError, match="refused"):
+        oci_images.pull_podman(["podman"], reference, tmp_path)
+    token = base64.b64encode(b"centre-a:s3cret-token").decode()
+    for argv, auth, mode, content in seen:
+        assert not any("s3cret-token" in arg for arg in argv), argv
+        assert mode == 0o600 and content == {"auths": {"127.0.0.1:5000": {"auth": token}}}
+        assert not auth.exists()
+
+
 @pytest.mark.parametrize("runtime", container_smoke.RUNTIMES)
 def test_buildcache_image_runs_mpi_probe_in_bind_mode(pulled, runtime):
     """Pulled as users do (ch-image pull, apptainer pull docker://, podman pull) and

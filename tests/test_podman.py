@@ -4,8 +4,9 @@ loads the host MPI in bind mode; the spec's mounts arrive read-only and its vari
 verify accepts and refuses the same programs as under Charliecloud, the image's own ld.so
 asked under podman, in a container of the user's spec where `verify --cdi` judged one. A
 joined launch (`bench`, Slurm jobs) runs one container per node, its ranks `podman exec`ed
-into it, removed after a failure and a SIGTERM too. Every container is removed (checked at
-the end by label)."""
+into it, removed after a failure and a SIGTERM too, also one that comes while the container
+is created; a Slurm job's go when it is cancelled or out of time. Every container is removed
+(checked at the end by label)."""
 
 import os
 import shutil
@@ -25,6 +26,7 @@ from climstack.bind import cdi
 from climstack.bind import plan as planner
 from climstack.check import verify
 from climstack.inputs import sites
+from climstack.jobs import slurm
 from climstack.launch import launch, launchers, runtimes
 from climstack.launch.runtimes import podman
 from climstack_dev import programs as helpers
@@ -237,3 +239,114 @@ def test_a_slurm_job_runs_one_container_per_node_and_removes_them(plans, image, 
     assert probe["ranks"] == "2" and probe["loaded"] == f"{planner.LINKS_DIR}/libmpi.so.12"
     assert len({ns for ns, _ in ranks_seen(output)}) == 2, output
     assert not ours(), "the job left its containers"
+
+
+def processes(field: int, value: int) -> list[int]:
+    """The processes whose /proc/PID/stat `field` (after the name: 1 ppid, 3 session) is
+    `value`."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # it ended meanwhile
+        if int(fields[field]) == value:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_launch_stopped_while_it_creates_its_container_removes_it(plans, image):
+    """A SIGTERM to the launch's shell while its `podman run --detach` still creates the
+    node's container: the shell's trap, set before the create, removes the container once
+    it exists. (Set after it, the shell ended at once, and the container stayed.)"""
+    plan, _ = plans["debian"]
+    waiting = launch.command(plan, PODMAN, MPIEXEC, image, ["sleep", "600"], 2, 2)
+    proc = subprocess.Popen(waiting, start_new_session=True, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not processes(1, proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert processes(1, proc.pid), "the launch never started to create its container"
+        os.kill(proc.pid, signal.SIGTERM)  # the shell alone: its create goes on
+        assert proc.wait(timeout=120) != 0
+        deadline = time.monotonic() + 120
+        while processes(3, proc.pid) and time.monotonic() < deadline:  # a create left behind
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    left = ours()
+    subprocess.run(["podman", "rm", "-f", "-t", "0", *left], capture_output=True)
+    assert not left, "the container created after the SIGTERM was left"
+
+
+#: each rank of the jobs below: a command line no other test runs
+RANK_SLEEP = ["sleep", "3607"]
+
+
+def sleeping_ranks() -> list[Path]:
+    want = "\0".join(RANK_SLEEP).encode() + b"\0"
+    return [c for c in Path("/proc").glob("[0-9]*/cmdline") if _read(c) == want]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""  # it ended meanwhile
+
+
+def job_containers(plan, job: str) -> list[str]:
+    """The names of job `job`'s containers (this run's, of `plan`), running or not."""
+    argv = ["podman", "ps", "-a", "--format", "{{.Names}}"]
+    argv += ["--filter", f"label={podman.LABEL}={plan.directory}"]
+    argv += ["--filter", f"label={podman.RUN_LABEL}={podman.RUN}"]
+    names = subprocess.run(argv, capture_output=True, text=True).stdout.split()
+    return [name for name in names if f"-{job}-" in name]
+
+
+def wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return condition()
+
+
+def test_a_cancelled_or_timed_out_slurm_job_leaves_no_container(plans, image, tmp_path):
+    """`climstack slurm`'s script with the podman plan, 2 ranks on 2 nodes, each sleeping,
+    twice at once: one job is cancelled (`scancel`), the other reaches its time limit
+    (submitted with --time=1, Slurm's least, then lowered to 0 with scontrol as an
+    administrator may: the same enforcement, without a minute's wait). Slurm starts no new
+    step then: each node's container goes with the step that created it, and its ranks (the
+    `podman exec`ed processes, outside Slurm's reach) with it."""
+    missing = slurm_cluster.missing_binaries()
+    if missing:
+        pytest.skip(f"needs Slurm and munge (bin/setup installs them): {', '.join(missing)}")
+    plan, _ = plans["debian"]
+    text = slurm.script(sites.get("local"), plan, str(image), [slurm.Component(2, 2, RANK_SLEEP)])
+    script = tmp_path / "job.sh"
+    script.write_text(text)
+    jobs = []
+    try:
+        with slurm_cluster.started(tmp_path / "cluster") as cluster:
+            jobs += [cluster.submit(script, "--time=1"), cluster.submit(script)]
+            timed, cancelled = jobs
+
+            def all_run():
+                counts = [len(job_containers(plan, job)) for job in jobs]
+                return counts == [2, 2] and len(sleeping_ranks()) == 4
+
+            assert wait_for(all_run, 120), f"the jobs never all ran\n{cluster.logs()}"
+            cluster.run("scontrol", "update", f"JobId={timed}", "TimeLimit=0")
+            cluster.run("scancel", cancelled)
+            ended = {cancelled: "CANCELLED", timed: "TIMEOUT"}
+            # slurmctld checks time limits every 30 s
+            assert wait_for(lambda: {j: cluster.state(j) for j in jobs} == ended, 60)
+            wait_for(lambda: not any(job_containers(plan, job) for job in jobs), 30)
+            left = {ended[job]: job_containers(plan, job) for job in jobs}
+            assert left == {"CANCELLED": [], "TIMEOUT": []}, "the jobs' containers stayed"
+            assert wait_for(lambda: not sleeping_ranks(), 10), "the jobs' ranks still run"
+    finally:
+        left = [name for job in jobs for name in job_containers(plan, job)]
+        if left:
+            subprocess.run(["podman", "rm", "-f", "-t", "0", *left], capture_output=True)

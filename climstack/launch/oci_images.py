@@ -5,12 +5,16 @@ centre's install paths, PATH set). This pulls one with each runtime, as a user w
 
 TLS and credentials come from the registry client environment (climstack.stack.registry):
 SSL_CERT_FILE (Go: Apptainer), REQUESTS_CA_BUNDLE (Python: ch-image), and
-CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN, handed to each tool under its own names.
+CLIMSTACK_OCI_USER / CLIMSTACK_OCI_TOKEN, handed to each tool under its own names (podman's
+in an auth file: never on a command line, which `ps` shows).
 """
 
+import base64
 import json
 import os
 import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 from climstack.common import process, progress
@@ -58,6 +62,11 @@ def local_name(reference: str) -> str:
     return rest
 
 
+def registry_host(reference: str) -> str:
+    """HOST[:PORT] of HOST[:PORT]/REPOSITORY:TAG; docker.io without a registry host."""
+    return reference.partition("/")[0] if local_name(reference) != reference else "docker.io"
+
+
 def charliecloud_image_dir(storage: Path, reference: str) -> Path:
     """Where `pull_charliecloud` puts `reference` in a ch-image storage."""
     return storage / "img" / local_name(reference).replace("/", "%").replace(":", "+")
@@ -93,16 +102,34 @@ def program(image_dir: Path, name: str) -> str:
 
 def pull_podman(podman: list[str], reference: str, work: Path) -> str:
     """`podman pull` the image into podman's storage (the registry's CA from SSL_CERT_FILE
-    as a --cert-dir, its credentials); the reference a `podman run` names."""
+    as a --cert-dir, its credentials in an --authfile); the reference a `podman run` names."""
     argv = [*podman, "pull", "--quiet"]
     if ca := os.environ.get("SSL_CERT_FILE"):
         certs = work / "podman-certs"
         certs.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(ca, certs / "ca.crt")
         argv += ["--cert-dir", str(certs)]
-    if login := credentials():
-        argv += ["--creds", ":".join(login)]
-    with progress.step(f"podman pull {reference}"):
+    with progress.step(f"podman pull {reference}"), authfile(reference, work) as auth:
+        argv += ["--authfile", str(auth)] if auth else []
         fix = "check the reference, the registry's certificate and credentials"
         process.run([*argv, reference], f"podman pull {reference}", timeout=1800, fix=fix)
     return reference
+
+
+@contextmanager
+def authfile(reference: str, work: Path):
+    """The credentials (climstack.stack.registry) for the registry of `reference` as a
+    podman auth file in `work` ({"auths": {HOST: {"auth": base64 of USER:PASSWORD}}}),
+    readable by its owner only and removed on leaving; None without credentials."""
+    if not (login := credentials()):
+        yield None
+        return
+    work.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix="podman-auth-", suffix=".json", dir=work)  # 0600
+    try:
+        token = base64.b64encode(":".join(login).encode()).decode()
+        with os.fdopen(handle, "w") as file:
+            json.dump({"auths": {registry_host(reference): {"auth": token}}}, file)
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)

@@ -11,8 +11,10 @@ per node, as podman-hpc's `shared_run`: created before the launcher starts (`sle
 infinity`), each rank a `podman exec` into it with the launcher's variables, the spec's
 (exec does not apply CDI edits) and Hydra's or Slurm's PMI socket (PMI_FD) passed as fd 3;
 removed when the launch ends, also on failure or a signal (a SIGKILLed launch leaves it to
-`bench`'s stop, by label). Otherwise each rank (a probe, the oracle) runs in a container of
-its own, `podman run`.
+`bench`'s stop, by this run's label). A Slurm job's node containers are created by a step
+of their own and end with it, however Slurm ends it: scancel and the time limit start no
+new step that could remove them (NODE_STEP, WATCH). Otherwise each rank (a probe, the
+oracle) runs in a container of its own, `podman run`.
 
 What a host needs beyond the defaults is found by trying (`settings`, once per image): a
 runtime without cgroup v1 support (crun's "cgroups in hybrid mode") falls back to runc, a
@@ -21,6 +23,7 @@ hard limits (setrlimit EPERM) to this process's own; each fallback is printed wi
 """
 
 import functools
+import os
 import re
 import resource
 import shlex
@@ -50,19 +53,53 @@ RANK = PMI_TO_FD3 + 'exec "$@"'
 #: the node's container as its creator and its ranks name it: the launch's name, and the
 #: node's under Slurm (a node's ranks share one; virtual nodes may share a host)
 CONTAINER = '"$CLIMSTACK_PODMAN_CONTAINER${SLURMD_NODENAME:+-$SLURMD_NODENAME}"'
-#: a launch with one container per node: the name ($0) exported to the ranks, the
-#: container created ($1), removed when this shell exits ($2, also after a signal), then the
-#: launcher ("$@"), waited for in the background: a signal interrupts `wait` (not a
-#: foreground command), and removing the container ends the ranks in it (stdin kept, fd 4)
+#: a launch with one container per node: the name ($0) exported to the ranks, its removal
+#: ($2) trapped at exit (also after a signal) before the container is created ($1; a signal
+#: meanwhile waits for it), then the launcher ("$@"), waited for in the background: a signal
+#: interrupts `wait` (not a foreground command), and removing the container ends the ranks
+#: in it (stdin kept, fd 4)
 NODE = (
-    f'export CLIMSTACK_PODMAN_CONTAINER="$0"; c={CONTAINER}; eval "$1" >/dev/null || exit; '
+    'export CLIMSTACK_PODMAN_CONTAINER="$0"; '
     'trap "$2" EXIT; trap "exit 129" HUP; trap "exit 130" INT; trap "exit 143" TERM; '
-    'shift 2; exec 4<&0; "$@" <&4 4<&- & wait $!'
+    'eval "$1" >/dev/null || exit; shift 2; exec 4<&0; "$@" <&4 4<&- & wait $!'
+)
+#: a job's node: a step of its own creates the container ($1, detached), prints "ready" and
+#: waits. Its container's command (WATCH) watches this shell: once it has ended, whatever
+#: ended it (srun's SIGKILL at the time limit too), the container ends its other processes
+#: (the ranks that `podman exec` started: podman removes no container with exec sessions
+#: alive) and itself, and conmon's cleanup (--rm) removes it. Sooner: the removal at exit
+#: ($2) after scancel's SIGTERM, or the SIGUSR1 srun passes on from the script's exit (a
+#: SIGTERM srun turns into SIGKILL); `wait`'s stderr: dash names the signal that ended sleep
+NODE_STEP = (
+    'trap \'kill ${s:-} 2>/dev/null; eval "$2"\' EXIT; trap "exit 0" HUP INT TERM USR1; '
+    'eval "$1" >/dev/null || exit; echo ready; sleep infinity & s=$!; wait $s 2>/dev/null'
+)
+#: a node container's command: while the process $0 (host pid: --pid=host) lives, nothing;
+#: then SIGKILL to every other process of the container (its mount namespace), until none is
+#: left. The image needs `sh` and `sleep`
+WATCH = (
+    'while [ -d "/proc/$0" ]; do sleep 1; done; while :; do l=; for p in /proc/[0-9]*; do '
+    '[ "$p" = /proc/$$ ] || ! [ "$p/ns/mnt" -ef /proc/$$/ns/mnt ] || l="$l ${p#/proc/}"; '
+    'done; [ -n "$l" ] || exit 0; kill -9 $l 2>/dev/null; sleep 0.2; done'
+)
+#: a job script's end of the node step ($climstack_nodes: its srun, which passes SIGUSR1 on)
+JOB_STOP = (
+    '[ -z "$climstack_nodes" ] || { kill -USR1 "$climstack_nodes"; wait "$climstack_nodes"; } '
+    "2>/dev/null || true"
+)
+#: a job script's wait for a line from each node's step (fd 9); EOF: one failed, and
+#: --kill-on-bad-exit ended the others
+JOB_READY = (
+    'for _ in $(seq "$SLURM_JOB_NUM_NODES"); do read -r _ <&9 || { echo "climstack: a '
+    "node's podman container did not start (the error above)\" >&2; exit 1; }; done; exec 9<&-"
 )
 #: without --cdi-spec-dir: the spec directory ($0) bound over /var/run/cdi, this launch only
 SPEC_NAMESPACE = 'mkdir -p /var/run/cdi && mount --bind "$0" /var/run/cdi && exec "$@"'
-#: the label of every container we start (tests remove leftovers by it)
+#: the label of every container we start (tests remove leftovers by it): the plan's directory
 LABEL = "org.climstack.plan"
+#: and this process's run (RUN), by which a run removes its own leftovers, no one else's
+RUN_LABEL = "org.climstack.run"
+RUN = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 #: (what podman printed, the fallback it asks for), tried in this order
 FALLBACKS = (
@@ -191,7 +228,7 @@ class Podman(Runtime):
     def _run_options(self, plan, found: Settings, extra: dict[str, str]) -> list[str]:
         """`podman run`'s options for a container of the plan (the spec as its device)."""
         run = ["--network=host", "--ipc=host", "--pid=host", *found.run_args]
-        run += [f"--label={LABEL}={plan.directory}"]
+        run += [f"--label={LABEL}={plan.directory}", f"--label={RUN_LABEL}={RUN}"]
         run += [f"--env={key}={value}" for key, value in sorted(extra.items())]
         return run + ["--device", cdi.device(plan)]
 
@@ -206,10 +243,12 @@ class Podman(Runtime):
             run += [f"--volume={cwd}:{cwd}", f"--workdir={cwd}"]
         return [RANK_SHELL, "-c", RANK, "climstack-rank", *namespace, *run], image_args(image)
 
-    def _node(self, plan, image: str, command: list[str], cwd: str | None, here: bool = False):
+    def _node(self, plan, image: str, command: list[str], cwd: str | None, here: bool = False,
+              watch: bool = False):  # fmt: skip
         """(the shell command that creates the node's container, the one that removes it,
         each rank's command: a `podman exec` into it); the container is named by CONTAINER;
-        `cwd`: the start directory, bound at its own path; `here`: $PWD at run time."""
+        `cwd`: the start directory, bound at its own path; `here`: $PWD at run time; `watch`:
+        the container ends with the creating shell ($$, WATCH), else it sleeps."""
         found = self.settings(image)
         namespace, podman, extra = self._spec(plan, found)
         create = [*namespace, *podman, "run", "--detach", "--rm"]
@@ -217,7 +256,10 @@ class Podman(Runtime):
         volume = [f"--volume={cwd}:{cwd}"] if cwd else []
         where = ' "--volume=$PWD:$PWD"' if here else ""
         create_text = f"{shlex.join([*create, *volume])}{where} --name={CONTAINER} "
-        create_text += shlex.join([*image_args(image), "sleep", "infinity"])
+        if watch:
+            create_text += f'{shlex.join([*image_args(image), "sh", "-c", WATCH])} "$$"'
+        else:
+            create_text += shlex.join([*image_args(image), "sleep", "infinity"])
         remove = f'{shlex.join([*podman, "rm", "--force", "--time", "0"])} {CONTAINER}'
         # exec applies none of the spec's edits but its mounts (made at run): the variables
         # of joined ranks (no separate_env: UCX's CMA and proc-link shared memory stay on)
@@ -259,17 +301,24 @@ class Podman(Runtime):
     def job_lines(
         self, plan, image: str, command: list[str], here: bool = False
     ) -> tuple[list[str], str]:
-        """(lines that create one container per node of the job, `srun --ntasks-per-node=1`,
-        and remove them when the script exits; each rank's `podman exec` into its node's);
-        `here`: the step's directory bound at its own path, and the start there."""
-        create, remove, rank = self._node(plan, image, command, None, here)
+        """(lines that create one container per node of the job by a step of their own in
+        the background (NODE_STEP), wait for a line from each node (through a FIFO) and end
+        that step at the script's exit; each rank's `podman exec` into its node's); `here`:
+        the step's directory bound at its own path, and the start there."""
+        create, remove, rank = self._node(plan, image, command, None, here, watch=True)
         name = f"climstack-{uuid.uuid4().hex[:8]}-$SLURM_JOB_ID"
-        per_node = "srun --ntasks-per-node=1 sh -c"
+        step = "srun --overlap --kill-on-bad-exit=1 --ntasks-per-node=1 sh -c"
+        step += f" {shlex.quote(NODE_STEP)} climstack-node"
+        step += f" {shlex.quote(create)} {shlex.quote(remove)}"
         lines = [
-            "# podman: one container per node, its ranks joined (podman exec); removed at exit",
+            "# podman: one container per node, created by a step of its own and gone when it",
+            "# ends (the script's exit, scancel, the time limit); the ranks join it (podman exec)",
             f'export CLIMSTACK_PODMAN_CONTAINER="{name}"',
-            f"trap {shlex.quote(f'{per_node} {shlex.quote(remove)}')} EXIT",
-            f"{per_node} {shlex.quote(create)} >/dev/null",
+            f"climstack_nodes=; trap {shlex.quote(JOB_STOP)} EXIT",
+            'climstack_fifo="$(mktemp -d)/ready" && mkfifo "$climstack_fifo"',
+            f'{step} >"$climstack_fifo" &',
+            'climstack_nodes=$!; exec 9<"$climstack_fifo"; rm -r "${climstack_fifo%/*}"',
+            JOB_READY,
         ]
         return lines, shlex.join(rank)
 
