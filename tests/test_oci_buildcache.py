@@ -17,12 +17,13 @@ from unittest import mock
 
 import pytest
 
-from climstack.bind import plan
-from climstack.check import container_smoke
+from climstack.bind import loader, plan
+from climstack.check import container_smoke, verify
 from climstack.common import stamp
 from climstack.errors import ClimstackError
 from climstack.image import base_image, image, image_check
-from climstack.launch import oci_images
+from climstack.inputs import sites
+from climstack.launch import image_files, oci_images
 from climstack.launch.runtimes import apptainer as apptainer_runtime
 from climstack.stack import buildcache as bc
 from climstack.stack import oci_cache, signing
@@ -291,11 +292,36 @@ def test_buildcache_image_lacks_the_recipe_guarantees(probe_image, pulled):
     and nothing links libxpmem, so image_check flags mpi-probe in the buildcache image."""
     work = pulled("charliecloud").work  # the image directory ch-image pulled
     image_dir = oci_images.charliecloud_image_dir(work / "ch-image", probe_image[1])
-    probe = Path(oci_images.program(image_dir, "mpi-probe"))
+    probe = Path(image_files.on_path(image_dir, image_dir, "mpi-probe"))
     (info,) = image_check.mpi_users(image_check.scan(probe.parent, sysroot=image_dir))
     found = image_check.problems(info)
     assert "DT_NEEDED lacks libxpmem.so.0" in found
     assert any(p.startswith("has DT_RPATH") for p in found)
+
+
+def test_a_buildcache_images_mpich_base_is_its_spack_specs(probe_image, pulled, tmp_path):
+    """The image holds no MPI: mpi-probe runs on the host's alone. The smoke's gate took its
+    MPICH base from the spec Spack keeps in its prefix (Debian's MPICH 4.0.2, the host's);
+    the same program said to be built on MPICH 5.0.2 is refused, and without a spec the base
+    is unknown, and refused too."""
+    work = pulled("charliecloud").work
+    image_dir = oci_images.charliecloud_image_dir(work / "ch-image", probe_image[1])
+    probe = image_files.on_path(image_dir, image_dir, "mpi-probe")
+    made = plan.make(sites.get("local"), "bind", view=loader.View())
+    report = verify.check(probe, made, image_dir, runtime_image=image_dir)
+    assert report.ok and report.image_mpi == "mpich@4.0.2 (the program's Spack spec)"
+    copy = tmp_path / "image"
+    shutil.copytree(image_dir, copy, symlinks=True)
+    [spec] = copy.glob(f"{Path(probe).parent.parent.relative_to('/')}/.spack/spec.json")
+    recorded = json.loads(spec.read_text())
+    for node in recorded["spec"]["nodes"]:
+        node["version"] = "5.0.2" if node["name"] == "mpich" else node["version"]
+    spec.write_text(json.dumps(recorded))
+    newer = verify.check(probe, made, copy, runtime_image=copy)
+    assert any("of a newer MPICH series than the host's" in p for p in newer.problems)
+    spec.unlink()
+    unknown = verify.check(probe, made, copy, runtime_image=copy)
+    assert any("cannot tell the MPICH base of the image's MPI" in p for p in unknown.problems)
 
 
 def test_pulled_images_are_named_without_the_registry_host():

@@ -20,7 +20,7 @@ from climstack.bind import discover, elf, loader, remedy
 from climstack.bind.plan import Plan
 from climstack.bind.stages import LINKS_DIR
 from climstack.check import abi_checks, family_check, mpi_map, oracle, rpath_advice
-from climstack.check import wrapper_check
+from climstack.check import spack_provenance, wrapper_check
 from climstack.check.verdict import Report
 from climstack.cray import mpich_base
 from climstack.common import process
@@ -175,11 +175,14 @@ def _read_executable(report: Report, executable: str, plain: loader.View):
 
 
 def _image_side(report: Report, executable: str, plain: loader.View) -> loader.Closure:
-    """The link map the image makes without the plan; its MPI reported."""
+    """The link map the image makes without the plan; its MPI reported: its library's
+    version, or, where the image holds none, the MPI its Spack spec names."""
     own = loader.closure(executable, plain)
     own_mpi = abi_checks.first_of(own, "libmpi.so.12")
     if own_mpi and (version := elf.mpich_version(own_mpi.host)):
         report.image_mpi, report.image_base = str(version), version.mpich_base
+    elif not own_mpi and (built := spack_provenance.built_against(plain.root, executable)):
+        report.image_mpi, report.image_base = built
     return own
 
 

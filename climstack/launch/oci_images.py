@@ -87,19 +87,6 @@ def pull_apptainer(apptainer: str, reference: str, sif: Path) -> Path:
     return sif
 
 
-def program(image_dir: Path, name: str) -> str:
-    """Where `name` is in a pulled image directory, on the PATH its config sets."""
-    metadata = json.loads((image_dir / "ch" / "metadata.json").read_text())
-    path = metadata.get("env", {}).get("PATH", "")
-    for entry in path.split(":"):
-        if entry and (image_dir / entry.lstrip("/") / name).is_file():
-            return f"{entry}/{name}"
-    raise ClimstackError(
-        f"no {name} on the image's PATH ({path})",
-        fix="pull the image of a spec that installs it (its tag: NAME-VERSION-HASH.spack)",
-    )
-
-
 def pull_podman(podman: list[str], reference: str, work: Path) -> str:
     """`podman pull` the image into podman's storage (the registry's CA from SSL_CERT_FILE
     as a --cert-dir, its credentials in an --authfile); the reference a `podman run` names."""
