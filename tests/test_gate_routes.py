@@ -19,6 +19,7 @@ from climstack.bench.run import jobs, modes, runner
 from climstack.bind import plan as planner
 from climstack.check import container_smoke, gate, oracle, verify
 from climstack.cli import slurm
+from climstack.errors import ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
 from climstack.jobs.slurm import Component
@@ -147,3 +148,9 @@ def test_model_only_never_accepts_a_refusal(image_dir, falls_short, tmp_path):
     assert "\nrun_bind()" not in emitted(image_dir, tmp_path / "jobs", model_only=True)
     with pytest.raises(gate.Refused):
         slurm_preflight(image_dir, tmp_path, model_only=True)
+
+
+def test_an_image_that_is_not_there_is_named(tmp_path):
+    made = planner.make(sites.get("local"), "bind", out=tmp_path / "plan")
+    with pytest.raises(ClimstackError, match=f"image {tmp_path / 'app.sif'} does not exist"):
+        gate.require(made, tmp_path / "app.sif", [PROGRAM], False, "slurm", fix="-")

@@ -26,6 +26,10 @@ def files(image):
         with sif_image.files(Path(image)) as tree:
             yield tree
         return
+    if str(image).startswith(("/", ".")):  # a path, not a registry's reference
+        raise ClimstackError(
+            f"image {image} does not exist", fix="give the image directory or SIF it runs"
+        )
     what = f"`podman image mount {image}`"
     fix = "pull it first (`podman pull`), as root (podman mounts images for root only)"
     mounted = process.run(["podman", "image", "mount", str(image)], what, fix=fix).stdout
