@@ -30,9 +30,10 @@ def _where(prefix: Path, root: Path) -> str:
 def builds_since(root: Path, since: float) -> list[Build]:
     """The source builds installed under `root` whose record is no older than `since` (a
     time.time()), slowest first; a copy of a prefix (an image's twin) counts once, by the
-    record's Spack hash."""
+    record's Spack hash, under the first tree in name order."""
     found, seen = [], set()
     for top, dirs, _ in os.walk(root):
+        dirs.sort()  # in name order: an image before its tests' copies (tests-<image>-...)
         here = Path(top)
         record = here / RECORD
         if ".spack" not in dirs or not record.is_file():
