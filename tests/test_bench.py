@@ -22,6 +22,7 @@ from climstack.bind import elf
 from climstack.check import verify
 from climstack.errors import ClimstackError
 from climstack.image import image, image_check, sif
+from climstack.inputs import sites
 from climstack.stack import environments
 from climstack.stack.sources import bench_sources, git_sources
 from climstack_dev import io_libraries, programs
@@ -312,7 +313,8 @@ def test_bind_mode_under_apptainer_runs_the_sif_on_the_host_mpi():
         "bind", image_dir, ["mpiexec", "-n", "2"], 2, "apptainer", str(target), env=env
     )
     argv = mode.wrap([mode.locate(runner.Benchmark("probe", "mpi-probe", ("bin/mpi-probe",)))])
-    assert "exec" in argv and str(target) in argv and "UCX_TLS=^cma" in argv
+    separate = sites.get("local").bind["separate_env"]
+    assert "exec" in argv and str(target) in argv and f"UCX_TLS={separate['UCX_TLS']}" in argv
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "ranks: 2" in proc.stdout and "loaded: /opt/climstack/bind/lib/" in proc.stdout

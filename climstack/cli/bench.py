@@ -13,6 +13,7 @@ from pathlib import Path
 from climstack import pins
 from climstack.bench.abi import abi, abi_hosts
 from climstack.bench.abi.command import run_abi
+from climstack.bench.suite import command as suite_command
 from climstack.bench.precise import profile
 from climstack.bench.precise.command import run_precise
 from climstack.bench.report import report
@@ -304,6 +305,7 @@ def register(commands) -> None:
         "--report", metavar="ABI_JSON", help="print the tables of a run's abi.json, run nothing"
     )
     mpi5.set_defaults(run=lambda args: run_abi(args, fresh_out), resume=False)
+    suite_command.add_parser(actions, fresh_out)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")
     rep.add_argument("--out", help="report directory (default: FIRST_PATH/report)")

@@ -1,0 +1,75 @@
+"""The suite's outcomes judged against the expected failures (expected.yaml), both ways: a
+failure not listed and a listed test that passed are both unexpected; a test that passes
+natively on a host MPI and fails in the container on it is ours to explain, first."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from climstack.bench.suite.suite_run import Outcome
+from climstack.errors import ClimstackError
+
+EXPECTED = Path(__file__).with_name("expected.yaml")
+
+
+@dataclass
+class Lane:
+    """One host MPI and route: its outcomes and their judgement."""
+
+    host: str
+    route: str
+    outcomes: list[Outcome]
+    expected: dict[str, str]  # test -> why it fails
+    passed: int = 0
+    failed: list[str] = field(default_factory=list)  # not listed
+    expected_failures: list[str] = field(default_factory=list)  # listed, and failed
+    unexpected_passes: list[str] = field(default_factory=list)  # listed, yet passed
+
+    def __post_init__(self):
+        for outcome in self.outcomes:
+            listed = outcome.test in self.expected
+            if outcome.passed:
+                self.passed += 1
+                if listed:
+                    self.unexpected_passes.append(outcome.test)
+            elif listed:
+                self.expected_failures.append(outcome.test)
+            else:
+                self.failed.append(outcome.test)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed and not self.unexpected_passes
+
+
+def expected(host: str, route: str, path: Path = EXPECTED) -> dict[str, str]:
+    """The listed failures of `host` on `route`, each with its reason (checked)."""
+    lists = yaml.safe_load(path.read_text()) or {}
+    listed = (lists.get(host) or {}).get(route)
+    if listed is None:
+        raise ClimstackError(
+            f"{path} has no list for host {host}, route {route}",
+            fix=f"add `{host}: {{{route}: {{}}}}` (an empty list: every test must pass)",
+        )
+    unexplained = [test for test, why in listed.items() if not str(why or "").strip()]
+    if unexplained:
+        raise ClimstackError(
+            f"{path}: {host}/{route} lists {', '.join(unexplained)} without a reason",
+            fix="give each expected failure its reason",
+        )
+    return listed
+
+
+def container_only(lanes: list[Lane]) -> list[tuple[str, str, str]]:
+    """(host, route, test) of each test that passed natively on a host MPI and failed on
+    it in a container route."""
+    found = []
+    for lane in (lane for lane in lanes if lane.route != "native"):
+        native = next((n for n in lanes if n.host == lane.host and n.route == "native"), None)
+        if native is None:
+            continue
+        passed = {o.test for o in native.outcomes if o.passed}
+        found += [(lane.host, lane.route, o.test) for o in lane.outcomes
+                  if not o.passed and o.test in passed]  # fmt: skip
+    return found

@@ -1,0 +1,108 @@
+"""MPICH's own test suite (repo/packages/mpich-testsuite, climstack.bench.suite): its smoke
+slice (33 tests of at most 4 ranks: point-to-point, collectives, datatypes, communicators,
+one-sided, attributes) built by Spack against Debian's MPICH, run by MPICH's runner natively
+and in the ARCHER2-style image through the bind plan, judged both ways against the
+expected failures; and a route that loses the plan is caught test by test."""
+
+import json
+import subprocess
+
+import pytest
+from conftest import PROJECT_ROOT
+
+from climstack.bench.suite import command, judged, suite_builds, suite_run
+from climstack.bench.suite.suite_run import Outcome
+from climstack.bind import elf
+from climstack.errors import ClimstackError
+from climstack.image import image
+from climstack.launch.runtimes.charliecloud import HERE
+
+HOST = "debian-mpich"  # the local site's host MPI
+
+
+@pytest.fixture(scope="module")
+def suite():
+    """The smoke slice's install against Debian's MPICH (built once per set of inputs)."""
+    return suite_builds.prefixes("smoke", [HOST])[HOST]
+
+
+@pytest.fixture(scope="module")
+def image_dir():
+    return image.build(command.IMAGE, image.default_destination(command.IMAGE))
+
+
+def test_the_slice_is_built_against_the_host_mpi_with_a_runpath(suite):
+    """Each test links the MPI by RUNPATH (a bind plan's LD_LIBRARY_PATH wins over it);
+    the runner and the testlists are installed beside them."""
+    programs = sorted(
+        p for p in suite.glob("*/*") if p.is_file() and p.read_bytes()[:4] == b"\x7fELF"
+    )
+    assert len(programs) == 33
+    info = elf.read(programs[0])
+    assert "libmpich.so.12" in info.needed and info.runpath and not info.rpath
+    listed = (suite / "coll" / "testlist").read_text().split()
+    assert "allred2" in listed and "allred" not in listed  # the slice's testlist alone
+
+
+def test_the_suite_passes_natively_and_through_the_bind_plan(image_dir, tmp_path):
+    """`climstack bench suite`: every test of the slice passes on Debian's MPICH natively
+    and in the image under the bind plan, as expected.yaml says (no failure listed)."""
+    out = tmp_path / "report"
+    proc = subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "suite", "--hosts", HOST,
+         "--image", image_dir, "--out", out],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lanes = {
+        (lane["host"], lane["route"]): lane
+        for lane in json.loads((out / "suite.json").read_text())["lanes"]
+    }
+    assert set(lanes) == {(HOST, "native"), (HOST, "bind")}
+    for lane in lanes.values():
+        assert len(lane["outcomes"]) == 33 and all(o["passed"] for o in lane["outcomes"])
+    assert "| Debian's MPICH 4.0.2 | bind | 33 | 33 | 0 | 0 | 0 |" in proc.stdout
+
+
+def test_a_route_without_the_plan_fails_test_by_test(suite, image_dir, tmp_path):
+    """The negative control: ranks in the image without the plan (no host MPI bound in)
+    cannot load libmpich: every test fails, each named, and the judgement says so."""
+    bare = f'ch-run "--bind=$PWD:{HERE}" "--cd={HERE}" {image_dir} --'
+    outcomes = suite_run.run(suite, command.mpiexec(HOST), tmp_path / "bare", bare)
+    assert len(outcomes) == 33 and not any(o.passed for o in outcomes)
+    assert "libmpich.so.12" in outcomes[0].output
+    native = judged.Lane(HOST, "native", [Outcome(o.test, True, 0.1) for o in outcomes], {})
+    lane = judged.Lane(HOST, "bind", outcomes, {})
+    assert not lane.ok and len(lane.failed) == 33
+    assert len(judged.container_only([native, lane])) == 33
+
+
+def test_expected_failures_are_gated_both_ways(tmp_path):
+    """A listed failure that passes is as unexpected as an unlisted one that fails; every
+    listed failure needs its reason, and a lane without a list is refused."""
+    outcomes = [Outcome("rma/test1 2", True, 0.2), Outcome("coll/coll4 4", False, 9.0, "x")]
+    lane = judged.Lane(HOST, "bind", outcomes, {"rma/test1 2": "said to fail"})
+    assert lane.unexpected_passes == ["rma/test1 2"] and lane.failed == ["coll/coll4 4"]
+    assert not lane.ok
+    listed = judged.Lane(HOST, "bind", outcomes[1:], {"coll/coll4 4": "a known bug"})
+    assert listed.ok and listed.expected_failures == ["coll/coll4 4"]
+    lists = tmp_path / "expected.yaml"
+    lists.write_text("debian-mpich:\n  bind:\n    rma/test1 2: ''\n")
+    with pytest.raises(ClimstackError, match="without a reason"):
+        judged.expected(HOST, "bind", lists)
+    with pytest.raises(ClimstackError, match="no list for host debian-mpich, route native"):
+        judged.expected(HOST, "native", lists)
+    assert judged.expected(HOST, "bind") == {}  # the committed list: every test passes
+
+
+def test_the_runner_names_a_test_as_its_testlist_does(tmp_path):
+    junit = tmp_path / "junit.xml"
+    junit.write_text(
+        '<testsuites><testsuite><testcase name="3 - ./coll/allred2 4  " time="1.5">'
+        '<failure message="Timeout">hung</failure></testcase>'
+        '<testcase name="4 - ./rma/test1 2  " time="0.2"></testcase></testsuite></testsuites>'
+    )
+    assert suite_run.read_junit(junit) == [
+        Outcome("coll/allred2 4", False, 1.5, "hung"),
+        Outcome("rma/test1 2", True, 0.2),
+    ]
