@@ -190,3 +190,41 @@ def test_container_mpich_newer_than_site_base_is_refused(tmp_path):
     with pytest.raises(ClimstackError) as error:
         containers.check_mpi(env)
     assert "4.0.2 is newer than ANL MPICH 3.4a2" in str(error.value)
+
+
+def _closure(module: str) -> set[str]:
+    """The files of climstack's modules `module` imports, transitively, with the packages'
+    __init__.py on the way (what `python3 -m MODULE` loads of climstack)."""
+    import ast
+
+    seen, todo = set(), [module]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        path = PROJECT_ROOT.joinpath(*parts).with_suffix(".py")
+        if not path.is_file():
+            path = PROJECT_ROOT.joinpath(*parts, "__init__.py")
+        files = {f"{'/'.join(parts[:i])}/__init__.py" for i in range(1, len(parts))}
+        files.add(str(path.relative_to(PROJECT_ROOT)))
+        if files <= seen:
+            continue
+        seen |= files
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("climstack"):
+                for alias in node.names:  # `from climstack.bind import elf`: a module
+                    sub = f"{node.module}.{alias.name}"
+                    is_module = PROJECT_ROOT.joinpath(*sub.split(".")).with_suffix(".py")
+                    todo.append(sub if is_module.is_file() else node.module)
+            elif isinstance(node, ast.Import):
+                todo += [a.name for a in node.names if a.name.startswith("climstack")]
+    return seen
+
+
+@pytest.mark.parametrize("name", CONTAINER_ENVS)
+def test_the_recipe_copies_the_image_checks_import_closure_alone(name):
+    """The image runs climstack.image.image_check and nothing else of climstack: its %files
+    copy that module's import closure, so a change elsewhere in climstack/ leaves the
+    image's inputs (its key, its SIF) as they were."""
+    recipe_text = (environments.resolve(name) / containers.RECIPE).read_text()
+    copied = {s for s, _ in image.recipe_files(recipe_text) if s.startswith("climstack")}
+    assert copied == _closure("climstack.image.image_check")

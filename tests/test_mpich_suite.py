@@ -61,7 +61,11 @@ def test_the_suite_passes_natively_and_through_the_bind_plan(image_dir, tmp_path
     assert set(lanes) == {(HOST, "native"), (HOST, "bind")}
     for lane in lanes.values():
         assert len(lane["outcomes"]) == 33 and all(o["passed"] for o in lane["outcomes"])
-    assert "| Debian's MPICH 4.0.2 | bind | 33 | 33 | 0 | 0 | 0 |" in proc.stdout
+    assert "| Debian's MPICH 4.0.2 | bind | 33 | 33 | 0 | 0 | 0 | 0 | 0 |" in proc.stdout
+    assert [o["test"] for o in lanes[(HOST, "bind")]["outcomes"]][:2] == [
+        "pt2pt/sendrecv2 2",
+        "pt2pt/sendall 4",
+    ]
 
 
 def test_a_route_without_the_plan_fails_test_by_test(suite, image_dir, tmp_path):
@@ -106,3 +110,22 @@ def test_the_runner_names_a_test_as_its_testlist_does(tmp_path):
         Outcome("coll/allred2 4", False, 1.5, "hung"),
         Outcome("rma/test1 2", True, 0.2),
     ]
+
+
+def test_a_run_lists_each_test_once_with_no_more_ranks_than_it_has(tmp_path):
+    """runtests would run a test of 10 ranks on -maxnp's 4 (and it fails, asking for 10):
+    such tests are left out and counted, as are those the MPI could not compile; a line
+    naming a directory is that directory's list."""
+    (tmp_path / "testlist").write_text("coll\n# rma\n")
+    (tmp_path / "coll" / "sub").mkdir(parents=True)
+    (tmp_path / "coll" / "testlist").write_text("allred 4\nbig 10\nnew_in_mpi4 2\nsub\n")
+    (tmp_path / "coll" / "sub" / "testlist").write_text("one\n")
+    for program in ("coll/allred", "coll/big", "coll/sub/one"):
+        (tmp_path / program).write_text("")
+    plan = suite_run.planned(tmp_path)
+    assert plan.lines == ["coll/allred 4", "coll/sub/one"]
+    assert plan.too_many_ranks == ["coll/big 10"] and plan.not_built == ["coll/new_in_mpi4 2"]
+    reported = [Outcome("allred 4", True, 1.0), Outcome("one", False, 0.1, "x")]
+    assert [o.test for o in suite_run.named(reported, plan.lines)] == plan.lines
+    with pytest.raises(ClimstackError, match="the list does not hold next"):
+        suite_run.named([Outcome("other 2", True, 1.0)], plan.lines)

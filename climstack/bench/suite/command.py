@@ -77,7 +77,11 @@ def run_suite(args, fresh_out) -> int:
                 outcomes = suite_run.run(
                     prefixes[host], mpiexec(host), out / host / route, wrapper
                 )
-            lanes.append(judged.Lane(host, route, outcomes, judged.expected(host, route)))
+            plan_of = suite_run.planned(prefixes[host])
+            lanes.append(
+                judged.Lane(host, route, outcomes, judged.expected(host, route),
+                            len(plan_of.not_built), len(plan_of.too_many_ranks))
+            )  # fmt: skip
     report = markdown(lanes, args.tests)
     atomic.write_text(out / "suite.md", report)
     atomic.write_text(out / "suite.json", json.dumps(record(lanes, args.tests), indent=1))
@@ -107,14 +111,15 @@ def markdown(lanes: list[judged.Lane], tests: str) -> str:
     lines += [
         "## Per host MPI and route",
         "",
-        "| host MPI | route | tests | passed | failed | expected failures | listed yet passed |",
-        "|---|---|---|---|---|---|---|",
+        "| host MPI | route | tests | passed | failed | expected failures | listed yet passed "
+        f"| not built | over {suite_run.MAX_RANKS} ranks |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for lane in lanes:
         lines.append(
             f"| {HOSTS[lane.host].title} | {lane.route} | {len(lane.outcomes)} | {lane.passed} "
             f"| {len(lane.failed)} | {len(lane.expected_failures)} "
-            f"| {len(lane.unexpected_passes)} |"
+            f"| {len(lane.unexpected_passes)} | {lane.not_built} | {lane.too_many_ranks} |"
         )
     for lane in (lane for lane in lanes if not lane.ok):
         lines += ["", f"### {lane.host}, {lane.route}: unexpected", ""]

@@ -21,6 +21,8 @@ class Lane:
     route: str
     outcomes: list[Outcome]
     expected: dict[str, str]  # test -> why it fails
+    not_built: int = 0  # tests the MPI it was built against could not compile
+    too_many_ranks: int = 0  # tests of more ranks than a run takes here
     passed: int = 0
     failed: list[str] = field(default_factory=list)  # not listed
     expected_failures: list[str] = field(default_factory=list)  # listed, and failed

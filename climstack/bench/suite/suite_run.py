@@ -7,7 +7,7 @@ read back: test -> passed, or the failure's output."""
 
 import os
 import xml.etree.ElementTree as ElementTree
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from climstack.common import atomic, process
@@ -27,16 +27,53 @@ class Outcome:
     output: str = ""
 
 
+@dataclass(frozen=True)
+class Planned:
+    """The suite's tests as its testlists give them, for one run."""
+
+    lines: list[str]  # "dir/program ranks [settings]", the ones to run
+    too_many_ranks: list[str]  # more ranks than MAX_RANKS: left out (runtests would cap them)
+    not_built: list[str]  # listed, but the MPI it was built against lacks what it calls
+
+
+def planned(prefix: Path, directory: str = "") -> Planned:
+    """The tests the testlists under `prefix` list, read as runtests reads them (a line
+    naming a directory is that directory's list), on at most MAX_RANKS ranks."""
+    lines, too_many, not_built = [], [], []
+    for line in (prefix / directory / "testlist").read_text().splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        name = f"{directory}/{words[0]}".lstrip("/")
+        if (prefix / name).is_dir():
+            inner = planned(prefix, name)
+            lines, too_many = lines + inner.lines, too_many + inner.too_many_ranks
+            not_built += inner.not_built
+            continue
+        test = " ".join([name, *words[1:]])
+        ranks = int(words[1]) if len(words) > 1 and words[1].isdigit() else 1
+        if ranks > MAX_RANKS:
+            too_many.append(test)
+        elif not (prefix / name).is_file():
+            not_built.append(test)
+        else:
+            lines.append(test)
+    return Planned(lines, too_many, not_built)
+
+
 def run(prefix: Path, mpiexec: str, out: Path, wrapper: str = "", env=None) -> list[Outcome]:
-    """Every test of the suite installed at `prefix` on at most MAX_RANKS ranks, through
-    `mpiexec` (the host MPI's launcher), each rank as `wrapper` starts it (nothing:
-    natively); the runner's output and JUnit file kept in `out`."""
+    """Every test of the suite installed at `prefix` on at most MAX_RANKS ranks (planned:
+    one list, each test started from `prefix`), through `mpiexec` (the host MPI's
+    launcher), each rank as `wrapper` starts it (nothing: natively); the runner's output
+    and JUnit file kept in `out`."""
     out.mkdir(parents=True, exist_ok=True)
-    junit = out / "junit.xml"
+    junit, listed = out / "junit.xml", out / "testlist"
+    lines = planned(prefix).lines
+    atomic.write_text(listed, "\n".join(lines) + "\n")
     settings = {"MPITEST_TIMEOUT": str(TIMEOUT), "MPITEST_PROGRAM_WRAPPER": wrapper}
     proc = process.run(
-        ["perl", str(prefix / "runtests"), f"-srcdir={prefix}", "-tests=testlist",
-         f"-mpiexec={mpiexec}", f"-maxnp={MAX_RANKS}", f"-junitfile={junit}"],
+        ["perl", str(prefix / "runtests"), f"-srcdir={prefix}", f"-tests={listed}",
+         f"-mpiexec={mpiexec}", f"-junitfile={junit}"],
         f"MPICH's test suite ({prefix})",
         cwd=prefix,
         env={**os.environ, **(env or {}), **settings},
@@ -50,7 +87,26 @@ def run(prefix: Path, mpiexec: str, out: Path, wrapper: str = "", env=None) -> l
             + (proc.stderr or proc.stdout)[-2000:],
             fix=f"read {out / 'runtests.log'}",
         )
-    return read_junit(junit)
+    return named(read_junit(junit), lines)
+
+
+def named(outcomes: list[Outcome], lines: list[str]) -> list[Outcome]:
+    """The outcomes named by the list's lines ("coll/allred2 4"): runtests starts each test
+    in its directory and names it by its program alone; it reports them in the list's
+    order, leaving out a line it skips (a newer MPI version than the MPI's)."""
+    found, at = [], 0
+    for outcome in outcomes:
+        program = outcome.test.split()[0]
+        while at < len(lines) and Path(lines[at].split()[0]).name != program:
+            at += 1
+        if at == len(lines):
+            raise ClimstackError(
+                f"runtests reported {outcome.test!r}, which the list does not hold next",
+                fix="report it: the runner and this reading of it disagree",
+            )
+        found.append(replace(outcome, test=lines[at]))
+        at += 1
+    return found
 
 
 def read_junit(path: Path) -> list[Outcome]:
