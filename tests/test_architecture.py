@@ -21,12 +21,15 @@ LAYERS = (
     ("image",),
     ("check",),
     ("jobs",),
-    ("bench.results",),  # the benchmark wing, one room a layer: a run's output read,
+    ("bench.host_builds",),  # the benchmark wing, one room a layer: our packages built by
+    # Spack against this machine's host MPIs,
+    ("bench.results",),  # a run's output read,
     ("bench.model",),  # a model's case and the bit-for-bit check,
     ("bench.run",),  # the modes and the run matrix, run here or as a job script,
     ("bench.report",),  # the statistics and the report,
     ("bench.precise",),  # the precise profile: its runs, stopping rule and controls,
-    ("bench.abi",),  # the MPI-5 standard ABI lane
+    ("bench.abi",),  # the MPI-5 standard ABI lane,
+    ("bench.suite",),  # MPICH's own test suite
     ("cli", "setup", "__main__", "workflow"),
 )
 #: folders cut into rooms of their own: each sub-package is a layer (bench.run, ...)
