@@ -1,23 +1,24 @@
 # The two commands a newcomer needs (see README.md):
 #   make local   set up, concretize every environment, emit the container recipes,
-#                install and run the local smoke slice; build the ARCHER2 image and,
-#                side by side, the whole local environment (stack + OSU, mpiBench,
-#                NetCDF-Bench, benchio, MOM6) from offline sources; build the image's SIF
+#                install and run the local smoke slice; build, up to three at once, the
+#                ARCHER2 image, the whole local environment (stack + OSU, mpiBench,
+#                NetCDF-Bench, benchio, MOM6) from offline sources, the CCE stand-in, the
+#                MPI-5 ABI image and the provided Apptainer; build the image's SIF
 #                (Apptainer runs the recipe's %test: image check + mpi-probe) and run
 #                mpi-probe in them on 2 ranks, bind mode, under Charliecloud, Apptainer and podman;
 #                push the probes as images to a loopback OCI registry and run mpi-probe's
 #                image from it (ch-image pull), bind mode; run the benchmarks natively and
-#                in the image (bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric) and
-#                write the report to the path it prints
+#                in the image (bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric), alone,
+#                and write the report to the path it prints; then the MPI-5 ABI image's runs
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 
 setup:
 	bin/setup
 
-# the steps of climstack/workflow.py (setup first: it needs only the system's python3),
-# each reusing what its inputs' stamps find cached; it ends with each step's wall and CPU
-# seconds
+# the tasks of climstack/workflow.py (setup first: it needs only the system's python3),
+# each reusing what its inputs' stamps find cached; it ends with each task's start, wall and
+# CPU seconds
 local:
 	CLIMSTACK_STEPS_PATH="$$PATH" python3 -m climstack.workflow local
 

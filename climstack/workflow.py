@@ -1,10 +1,13 @@
-"""`make local`'s steps, run in order (some side by side), saying which step of how many
-it is on and what is left, and ending with each step's wall and CPU seconds: the CPU time
-of a step is its processes' user + system time (os.wait4's rusage, descendants included),
-so a figure from one machine can be judged on another whatever its cores. Below it, the ten
-slowest package builds of the run, from Spack's own records (climstack.stack.build_times).
+"""`make local`'s tasks, each a command, run by a small scheduler: a task starts once the
+tasks it comes after have finished, up to SLOTS at once (the builds side by side, so both
+cores stay busy), and a timed task (a benchmark) only alone, nothing starting beside it.
+Each start and end is said with what is running and what is left; the run ends with each
+task's start, wall and CPU seconds: the CPU time of a task is its processes' user + system
+time (os.wait4's rusage, descendants included), so a figure from one machine can be judged
+on another whatever its cores. Below it, the ten slowest package builds of the run, from
+Spack's own records (climstack.stack.build_times).
 
-SIGTERM or SIGINT (a job's time limit, `timeout`, Ctrl-C) stops the step's commands, each
+SIGTERM or SIGINT (a job's time limit, `timeout`, Ctrl-C) stops the running commands, each
 of which stops its own (climstack.common.process.interruptible), within seconds; a rerun
 finds what was finished. One `make local` at a time per cache: a second one is refused,
 naming the first.
@@ -32,44 +35,73 @@ CLIMSTACK = str(ROOT / "bin" / "climstack")
 
 
 @dataclass(frozen=True)
-class Step:
+class Task:
     name: str
-    commands: tuple[tuple[str, ...], ...]  # run side by side
+    command: tuple[str, ...]
+    after: tuple[str, ...] = ()  # the tasks that must have finished first
+    timed: bool = False  # a benchmark: it runs alone
 
 
 @dataclass(frozen=True)
 class Timing:
     name: str
+    start: float  # seconds into the run
     wall: float
     cpu: float
 
 
-#: the stack is built twice, side by side: in the ARCHER2 image (on the image's MPICH) and
-#: natively (the benchmarks' baseline), and beside them the CCE stand-in's NetCDF-C and
-#: NetCDF-Bench (clang); each is mostly one compiler at a time, so together they use both
-#: cores. Every step reuses what its inputs' stamps find cached. (Tried on 29 Nov 2026: the
-#: provided Apptainer and the MPI-5 image's build beside these three, from an empty cache:
-#: the step took 4157 s wall and 7253 CPU-s, and the ARCHER2 image hit its 3600 s limit;
-#: five builds on two cores cost more CPU than they save in idle cores.)
+#: tasks running at once. Each build is mostly one compiler at a time, so three keep both
+#: cores busy; five (tried on 29 Nov 2026: the Apptainer and MPI-5 image builds beside the
+#: three stack builds, from an empty cache) took more CPU than they saved in idle cores.
+SLOTS = 3
+
+STACK_BUILDS = ("ARCHER2 image", "native stack", "CCE stand-in", "MPI-5 ABI image")
+
+#: in the order they are started when several may: the longest chain (the ARCHER2 image,
+#: then its SIF, the benchmarks) first. Every task reuses what its inputs' stamps find cached.
 LOCAL = (
-    Step("setup", (("bin/setup",),)),
-    Step("concretize every environment", ((CLIMSTACK, "concretize"),)),
-    Step("emit the container recipes", ((CLIMSTACK, "containerize"),)),
-    Step("local smoke slice", ((CLIMSTACK, "dev", "smoke", "local"),)),
-    Step(
-        "stack builds: ARCHER2 image | native | native CCE stand-in",
-        (
-            (CLIMSTACK, "image", "container-archer2"),
-            (CLIMSTACK, "install", "local"),
-            (CLIMSTACK, "install", "local-cce"),
-        ),
+    Task("setup", ("bin/setup", "--skip", "apptainer")),
+    Task("concretize", (CLIMSTACK, "concretize"), after=("setup",)),
+    Task(
+        "recipes",
+        (CLIMSTACK, "containerize"),
+        after=("concretize",),
     ),
-    Step("SIF and container smoke", ((CLIMSTACK, "dev", "container-smoke", "container-archer2"),)),
-    Step("OCI registry smoke", ((CLIMSTACK, "dev", "registry-smoke", "local"),)),
-    Step("benchmarks", ((CLIMSTACK, "bench", "local", "--reuse"),)),
-    # the MPI-5 standard ABI image on MPICH 5, Intel MPI and Open MPI 6: the C slice, then MOM6
-    # (Fortran through mpif) on each, bit for bit
-    Step("MPI-5 ABI image: C and MOM6 on the host MPIs", ((CLIMSTACK, "bench", "abi"),)),
+    Task(
+        "smoke slice",
+        (CLIMSTACK, "dev", "smoke", "local"),
+        after=("recipes",),
+    ),
+    Task("ARCHER2 image", (CLIMSTACK, "image", "container-archer2"), after=("smoke slice",)),
+    Task("Apptainer", ("bin/setup", "--only", "apptainer"), after=("setup",)),
+    Task("native stack", (CLIMSTACK, "install", "local"), after=("smoke slice",)),
+    # the MPI-5 standard ABI image (MPICH 5's libmpi_abi, mpif): `bench abi` runs it
+    Task("MPI-5 ABI image", (CLIMSTACK, "image", "container-mpi-abi"), after=("smoke slice",)),
+    Task("CCE stand-in", (CLIMSTACK, "install", "local-cce"), after=("smoke slice",)),
+    Task(
+        "SIF smoke",
+        (CLIMSTACK, "dev", "container-smoke", "container-archer2"),
+        after=("ARCHER2 image", "Apptainer"),
+    ),
+    Task(
+        "registry smoke",
+        (CLIMSTACK, "dev", "registry-smoke", "local"),
+        after=("native stack", "SIF smoke"),
+    ),
+    Task(
+        "benchmarks",
+        (CLIMSTACK, "bench", "local", "--reuse"),
+        after=(*STACK_BUILDS, "SIF smoke", "registry smoke"),
+        timed=True,
+    ),
+    # the MPI-5 image on MPICH 5, Intel MPI and Open MPI 6: the C slice, then MOM6 (Fortran
+    # through mpif) on each, bit for bit
+    Task(
+        "MPI-5 ABI runs",
+        (CLIMSTACK, "bench", "abi"),
+        after=("benchmarks",),
+        timed=True,
+    ),
 )
 WORKFLOWS = {"local": LOCAL}
 
@@ -79,47 +111,99 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
-def run_step(step: Step, environ: dict | None = None) -> tuple[Timing, int]:
-    """Run the step's commands side by side; (its timing, the first non-zero exit status)."""
-    start = time.monotonic()
-    # without make's MAKEFLAGS: Spack would take a --jobserver-auth whose descriptors are
-    # closed for these (non-make) commands; with make's PATH (CLIMSTACK_STEPS_PATH), not
-    # the one a python3 shim hands down (pyenv puts its interpreter's bin/ first)
+def check(tasks) -> None:
+    """Each name once, and each task after tasks listed before it (so no cycle)."""
+    seen: set[str] = set()
+    for task in tasks:
+        unknown = [name for name in task.after if name not in seen]
+        if task.name in seen or unknown:
+            raise ValueError(f"task {task.name!r}: a second of that name, or after {unknown}")
+        seen.add(task.name)
+
+
+def steps_environ(environ: dict | None = None) -> dict:
+    """The tasks' environment: without make's MAKEFLAGS (Spack would take a --jobserver-auth
+    whose descriptors are closed for these non-make commands), with make's PATH
+    (CLIMSTACK_STEPS_PATH), not the one a python3 shim hands down (pyenv puts its
+    interpreter's bin/ first)."""
     env = {k: v for k, v in (environ or os.environ).items() if k not in ("MAKEFLAGS", "MFLAGS")}
     env["PATH"] = env.pop("CLIMSTACK_STEPS_PATH", env.get("PATH", os.defpath))
-    cpu, status = process.side_by_side(step.commands, ROOT, env)
-    return Timing(step.name, time.monotonic() - start, cpu), status
+    return env
 
 
-def run(steps, environ: dict | None = None) -> list[Timing]:
-    """Run `steps` in order; their timings. A failing step ends the run (SystemExit with
-    its status) after the table of the steps so far."""
-    timings: list[Timing] = []
-    for number, step in enumerate(steps, 1):
-        left = ", ".join(s.name for s in steps[number:]) or "nothing"
-        _say(f"==> step {number} of {len(steps)}: {step.name} (then: {left})")
+def _startable(pending, done, running, slots):
+    """The next task to start now, if one may: in the order listed, once its tasks before
+    have finished; a timed one only with nothing running, and none beside it."""
+    if any(task.timed for task, _ in running.values()):
+        return None
+    for task in pending:
+        if not all(name in done for name in task.after):
+            continue
+        if task.timed:
+            return None if running else task  # it is next: nothing starts before it
+        return task if len(running) < slots else None
+    return None
+
+
+def run(tasks, environ: dict | None = None, slots: int = SLOTS) -> list[Timing]:
+    """Run `tasks` (check()ed); their timings in the order they ended. A failing task starts
+    nothing more: the running ones finish (what they build is kept), then SystemExit with
+    its status, after the table of the tasks ended."""
+    check(tasks)
+    env, origin = steps_environ(environ), time.monotonic()
+    pending, done, running = list(tasks), {}, {}
+    failed: tuple[str, int] | None = None
+    while running or (pending and not failed):
+        task = None if failed else _startable(pending, done, running, slots)
+        if task:
+            pending.remove(task)
+            running[process.start(task.command, ROOT, env)] = (task, time.monotonic())
+            beside = [t.name for t, _ in running.values() if t is not task]
+            _say(f"==> start {task.name}" + (f" (beside: {', '.join(beside)})" if beside else ""))
+            continue
+        if not running:  # nothing runs and nothing may start: a task after a missing one
+            raise SystemExit(f"no task can start: {', '.join(t.name for t in pending)}")
         try:
-            timing, status = run_step(step, environ)
+            pid, cpu, status = process.wait_any(list(running))
         except process.Interrupted:
-            if timings:  # the steps finished, which a rerun reuses
-                _say(table(timings))
+            if done:  # the tasks finished, which a rerun reuses
+                _say(table(list(done.values())))
             raise
-        timings.append(timing)
-        _say(f"==> step {number} of {len(steps)}: {step.name}: {timing.wall:.0f} s")
-        if status:
-            _say(table(timings))
-            raise SystemExit(f"step {number} ({step.name}) failed with exit status {status}")
-    return timings
+        task, began = running.pop(pid)
+        done[task.name] = Timing(task.name, began - origin, time.monotonic() - began, cpu)
+        left = len(pending) + len(running)
+        _say(
+            f"==> done {task.name}: {done[task.name].wall:.0f} s ({len(done)} of "
+            f"{len(tasks)}; {left} left{', running: ' if running else ''}"
+            f"{', '.join(t.name for t, _ in running.values())})"
+        )
+        if status and not failed:
+            failed = (task.name, status)
+            if running:
+                _say(
+                    f"==> {task.name} failed (exit status {status}): starting nothing more; "
+                    "waiting for the running tasks, whose builds are kept"
+                )
+    if failed:
+        _say(table(list(done.values())))
+        raise SystemExit(f"{failed[0]} failed with exit status {failed[1]}")
+    return list(done.values())
 
 
 def table(timings: list[Timing]) -> str:
-    """Each step's wall and CPU seconds, and the totals (CPU / wall: cores kept busy)."""
+    """Each task's start, wall and CPU seconds; the total's wall is the run's, from the
+    first start to the last end (tasks overlap), its CPU the sum (CPU / wall: cores kept
+    busy)."""
     width = max(len(t.name) for t in timings)
-    lines = [f"{'step':<{width}}  {'wall s':>8}  {'CPU s':>8}  {'CPU/wall':>8}"]
-    total = Timing("total", sum(t.wall for t in timings), sum(t.cpu for t in timings))
-    for t in [*timings, total]:
+    lines = [f"{'task':<{width}}  {'start s':>8}  {'wall s':>8}  {'CPU s':>8}  {'CPU/wall':>8}"]
+    first = min(t.start for t in timings)
+    end = max(t.start + t.wall for t in timings)
+    total = Timing("total", first, end - first, sum(t.cpu for t in timings))
+    for t in [*sorted(timings, key=lambda t: t.start), total]:
         ratio = t.cpu / t.wall if t.wall else 0.0
-        lines.append(f"{t.name:<{width}}  {t.wall:8.0f}  {t.cpu:8.0f}  {ratio:8.2f}")
+        lines.append(
+            f"{t.name:<{width}}  {t.start:8.0f}  {t.wall:8.0f}  {t.cpu:8.0f}  {ratio:8.2f}"
+        )
     return "\n".join(lines)
 
 

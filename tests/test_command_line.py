@@ -67,11 +67,10 @@ def test_a_command_is_parsed_by_its_own_module_alone():
 
 def test_make_locals_steps_are_commands_climstack_accepts():
     top = parser()
-    for step in workflow.LOCAL:
-        for command in step.commands:
-            if command[0] == workflow.CLIMSTACK:
-                args = top.parse_args(list(command[1:]))
-                assert args.run, command
+    for task in workflow.LOCAL:
+        if task.command[0] == workflow.CLIMSTACK:
+            args = top.parse_args(list(task.command[1:]))
+            assert args.run, task.command
 
 
 def test_the_core_commands_run_without_the_bench_extra(tmp_path):

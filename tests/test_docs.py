@@ -93,11 +93,13 @@ def test_the_quickstart_lists_make_locals_steps():
     def shown(command) -> str:
         return shlex.join(command).replace(workflow.CLIMSTACK, "bin/climstack")
 
-    steps = [
-        " & ".join(map(shown, step.commands)) + ("; wait" if len(step.commands) > 1 else "")
-        for step in workflow.LOCAL
+    tasks = [
+        f"{shown(task.command)}  # {task.name}"
+        + (f", after: {', '.join(task.after)}" if task.after else "")
+        + (", alone" if task.timed else "")
+        for task in workflow.LOCAL
     ]
-    assert block.splitlines() == steps
+    assert block.splitlines() == tasks
 
 
 def command_lines(block: str) -> list[list[str]]:
@@ -129,7 +131,7 @@ def test_every_command_line_of_a_newcomers_page_is_accepted(page):
                     checked += bool(parser().parse_args(words[1:]))
                 assert not errors.getvalue(), f"{page}: {shlex.join(words)}\n{errors.getvalue()}"
             elif words[0] == "bin/setup":  # what bin/setup hands climstack.setup
-                _, site = climstack_setup.where(["--at", "local", *words[1:]])
+                _, site, _ = climstack_setup.where(["--at", "local", *words[1:]])
                 assert (PROJECT_ROOT / "environments" / (site or "local")).is_dir(), words
                 checked += 1
     assert checked >= 5, f"{page}: only {checked} command lines found"

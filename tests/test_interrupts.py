@@ -139,11 +139,11 @@ STEP = (
     "import sys; from climstack.common import process; "
     "sys.exit(process.script(lambda: process.run(['sleep', '301'], 'sleeping', timeout=900)))"
 )
-#: make local's runner with two such commands side by side
+#: make local's scheduler with two such commands side by side
 WORKFLOW = (
     "import sys; from climstack import workflow; from climstack.common import process; "
-    f"steps = (workflow.Step('both', ((sys.executable, '-c', {STEP!r}),) * 2),); "
-    "sys.exit(process.script(workflow.run, steps))"
+    f"tasks = tuple(workflow.Task(n, (sys.executable, '-c', {STEP!r})) for n in 'ab'); "
+    "sys.exit(process.script(workflow.run, tasks))"
 )
 
 
@@ -178,7 +178,7 @@ def test_a_second_make_local_on_one_cache_is_refused_naming_the_first(
 ):
     monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path))
     # were it let in, it would run this instead of make local
-    monkeypatch.setitem(workflow.WORKFLOWS, "local", (workflow.Step("x", (("false",),)),))
+    monkeypatch.setitem(workflow.WORKFLOWS, "local", (workflow.Task("x", ("false",)),))
     with workflow.only_run("local"):
         assert workflow.main(["local"]) == 2
     said = capsys.readouterr().err

@@ -231,22 +231,28 @@ def environ(**changes: str | None) -> dict:
     return env
 
 
-def side_by_side(commands, cwd: Path, env: dict) -> tuple[float, int]:
-    """Run `commands` at once, streamed to this terminal; (their CPU seconds, user + system
-    of each process and its waited-for descendants from os.wait4's rusage; the first
-    non-zero exit status, else 0)."""
-    pids = []
-    for command in commands:  # in our process group: Ctrl-C at a terminal reaches them
-        pids.append(subprocess.Popen(list(command), cwd=cwd, env=env).pid)
-        _track(pids[-1], group=False)  # each stops its own commands when signalled
-    cpu, status = 0.0, 0
-    for pid in pids:
-        _, wait_status, usage = os.wait4(pid, 0)
-        with _RUNNING_LOCK:
-            _RUNNING.pop(pid, None)
-        cpu += usage.ru_utime + usage.ru_stime
-        status = status or os.waitstatus_to_exitcode(wait_status)
-    return cpu, status
+def start(command, cwd: Path, env: dict) -> int:
+    """Start `command` in our process group (Ctrl-C at a terminal reaches it), streamed to
+    this terminal, tracked so that an interrupt stops it (it stops its own commands); its
+    pid, for wait_any."""
+    pid = subprocess.Popen(list(command), cwd=cwd, env=env).pid
+    _track(pid, group=False)
+    return pid
+
+
+def wait_any(pids, poll: float = 0.1) -> tuple[int, float, int]:
+    """Wait for one of `pids` (commands `start` began) to end, leaving any other child of
+    this process alone: (its pid, its CPU seconds: user + system of it and its waited-for
+    descendants, from os.wait4's rusage; its exit status)."""
+    while True:
+        for pid in pids:
+            ended, wait_status, usage = os.wait4(pid, os.WNOHANG)
+            if ended:
+                with _RUNNING_LOCK:
+                    _RUNNING.pop(pid, None)
+                cpu = usage.ru_utime + usage.ru_stime
+                return pid, cpu, os.waitstatus_to_exitcode(wait_status)
+        time.sleep(poll)
 
 
 def _processes() -> list[tuple[int, int, int]]:
@@ -267,7 +273,7 @@ def _processes() -> list[tuple[int, int, int]]:
 
 def stop_running(grace: float = GRACE_S) -> int:
     """SIGTERM to every command running (a whole process group: Spack's builds included)
-    and to every other child of this process (side_by_side's commands, a script's
+    and to every other child of this process (the workflow's commands, a script's
     subprocesses, which stop their own: given three times as long), SIGKILL to what is left
     of them after the grace; how many there were."""
     with _RUNNING_LOCK:
