@@ -231,13 +231,19 @@ def environ(**changes: str | None) -> dict:
     return env
 
 
+#: the commands `start` began, by pid, until wait_any reaps them: a Popen dropped while its
+#: child runs is reaped by subprocess's own clean-up at the next Popen, rusage and all
+_STARTED: dict[int, subprocess.Popen] = {}
+
+
 def start(command, cwd: Path, env: dict) -> int:
     """Start `command` in our process group (Ctrl-C at a terminal reaches it), streamed to
     this terminal, tracked so that an interrupt stops it (it stops its own commands); its
     pid, for wait_any."""
-    pid = subprocess.Popen(list(command), cwd=cwd, env=env).pid
-    _track(pid, group=False)
-    return pid
+    proc = subprocess.Popen(list(command), cwd=cwd, env=env)
+    _STARTED[proc.pid] = proc
+    _track(proc.pid, group=False)
+    return proc.pid
 
 
 def wait_any(pids, poll: float = 0.1) -> tuple[int, float, int]:
@@ -250,8 +256,9 @@ def wait_any(pids, poll: float = 0.1) -> tuple[int, float, int]:
             if ended:
                 with _RUNNING_LOCK:
                     _RUNNING.pop(pid, None)
-                cpu = usage.ru_utime + usage.ru_stime
-                return pid, cpu, os.waitstatus_to_exitcode(wait_status)
+                status = os.waitstatus_to_exitcode(wait_status)
+                _STARTED.pop(pid).returncode = status  # reaped here, not again by Popen
+                return pid, usage.ru_utime + usage.ru_stime, status
         time.sleep(poll)
 
 
