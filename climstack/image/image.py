@@ -26,7 +26,7 @@ import yaml
 
 from climstack import pins
 from climstack import spack as gateway
-from climstack.common import cache, process, progress, stamp, wheels
+from climstack.common import atomic, cache, process, progress, stamp, wheels
 from climstack.errors import ClimstackError
 from climstack.image import mpich_fortran
 from climstack.stack import containers, environments, lock_cache, recipes
@@ -303,7 +303,8 @@ def build(name: str, destination: Path, force: bool = False, twin: Path | None =
             _ch_run(work, spack, "-e", IMAGE_ENV, "install", "--fail-fast")
         with progress.step("keeping the builds for the next image (spack buildcache push)"):
             push = ["buildcache", "push", "--unsigned", "--update-index", BUILDS_MIRROR]
-            _ch_run(work, spack, "-e", IMAGE_ENV, *push)
+            with atomic.locked(builds_mirror()):  # images built side by side: one index
+                _ch_run(work, spack, "-e", IMAGE_ENV, *push)
         check = ["/usr/bin/python3", "-m", "climstack.image.image_check", VIEW]
         if XPMEM_LABEL in recipes.labels(recipe_text):  # as the recipe's %post
             location = [spack, "-e", IMAGE_ENV, "location", "-i", "xpmem-stub"]
