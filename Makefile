@@ -1,15 +1,16 @@
 # The two commands a newcomer needs (see README.md):
 #   make local   set up, concretize every environment, emit the container recipes,
-#                install and run the local smoke slice; build, up to three at once, the
-#                ARCHER2 image, the whole local environment (stack + OSU, mpiBench,
-#                NetCDF-Bench, benchio, MOM6) from offline sources, the CCE stand-in, the
-#                MPI-5 ABI image and the provided Apptainer; build the image's SIF
+#                install and run the local smoke slice; build the ARCHER2 image and,
+#                side by side, the whole local environment (stack + OSU, mpiBench,
+#                NetCDF-Bench, benchio, MOM6) from offline sources and the CCE stand-in;
+#                build the image's SIF
 #                (Apptainer runs the recipe's %test: image check + mpi-probe) and run
 #                mpi-probe in them on 2 ranks, bind mode, under Charliecloud, Apptainer and podman;
 #                push the probes as images to a loopback OCI registry and run mpi-probe's
 #                image from it (ch-image pull), bind mode; run the benchmarks natively and
 #                in the image (bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric), alone,
-#                and write the report to the path it prints; then the MPI-5 ABI image's runs
+#                and write the report to the path it prints; then build the MPI-5 ABI image
+#                and run it on the host MPIs
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 

@@ -177,26 +177,13 @@ def _skipped(step: str, why: str) -> None:
     print(f"setup: skipped: {step} ({why})", file=sys.stderr)
 
 
-#: the steps bin/setup may leave to a later call (`--skip STEP`, then `--only STEP`): make
-#: local builds the provided Apptainer beside the stack builds, not before them
-DEFERRABLE = ("apptainer",)
-
-
-def local_steps(skip: tuple[str, ...] = ()) -> None:
+def local_steps() -> None:
     """The workstation's own steps: its compilers and tools for the local site, Debian's
     develop tree, and an Apptainer where the system has none."""
     find_local_externals()
     develop_trees.ensure_develop_trees()
-    apptainer_step(skip)
-
-
-def apptainer_step(skip: tuple[str, ...] = ()) -> None:
     if shutil.which("apptainer"):
         _skipped("the provided Apptainer", f"the system's is {shutil.which('apptainer')}")
-    elif "apptainer" in skip:
-        _skipped(
-            "the provided Apptainer", "--skip apptainer: `bin/setup --only apptainer` builds it"
-        )
     else:
         provided_apptainer.ensure()
 
@@ -249,47 +236,29 @@ def centre_steps(site: str | None) -> None:
     )
 
 
-def where(argv: list[str]) -> tuple[str, str | None, tuple[str, str] | None]:
-    """bin/setup's decision, `--at local|centre [--site NAME] [--skip|--only STEP]`: (where,
-    the site named, the step skipped or done alone: ("--skip", "apptainer"))."""
+def where(argv: list[str]) -> tuple[str, str | None]:
+    """bin/setup's decision, `--at local|centre [--site NAME]`: (where, the site named)."""
     options: dict[str, str | None] = {"--at": "local", "--site": None}
-    step = None
     given = iter(argv)
     for option in given:
-        if option in ("--skip", "--only"):
-            step = (option, next(given, ""))
-            if step[1] not in DEFERRABLE:
-                raise ClimstackError(
-                    f"{option} {step[1]!r}: not a step bin/setup can leave for later",
-                    fix=f"{option} {' or '.join(DEFERRABLE)}",
-                )
-        elif option in options:
-            options[option] = next(given, None)
-        else:
+        if option not in options:
             raise ClimstackError(f"unknown argument {option!r}", fix="run bin/setup [--site NAME]")
+        options[option] = next(given, None)
     if options["--at"] not in ("local", "centre"):
         raise ClimstackError(f"--at {options['--at']}: not local or centre", fix="run bin/setup")
-    return options["--at"], options["--site"], step
+    return options["--at"], options["--site"]
 
 
 def main(argv=None) -> int:
     try:
-        at, site, step = where(sys.argv[1:] if argv is None else argv)
-        if step and step[0] == "--only":  # a step left for later, alone (DEFERRABLE)
-            with process.interruptible():
-                if at == "local":
-                    apptainer_step()
-                else:
-                    _skipped("the provided Apptainer", "a centre runs its own")
-            return 0
-        skip = (step[1],) if step else ()
+        at, site = where(sys.argv[1:] if argv is None else argv)
         with process.interruptible():
             spack_root = ensure_clone(pins.SPACK)
             ensure_clone(pins.SPACK_PACKAGES)
             configure_spack(spack_root)
             byte_compile(pins.PROJECT_ROOT / "climstack")
             if at == "local":
-                local_steps(skip)
+                local_steps()
             else:
                 centre_steps(site)
     except ClimstackError as err:

@@ -50,59 +50,41 @@ class Timing:
     cpu: float
 
 
-#: tasks running at once. Each build is mostly one compiler at a time, so three keep both
-#: cores busy; five (tried on 29 Nov 2026: the Apptainer and MPI-5 image builds beside the
-#: three stack builds, from an empty cache) took more CPU than they saved in idle cores.
+#: tasks running at once: the three stack builds side by side (each mostly one compiler at
+#: a time, so together they use both cores). More costs more than it saves: CPU seconds
+#: grow when this machine's two cores are oversubscribed. Measured from an empty cache on
+#: 29 Nov 2026 (docs/performance.md): with the provided Apptainer's build beside setup and
+#: the solves, and the MPI-5 image's beside the stack builds, the solves took 489 CPU-s (239
+#: alone), the native stack 2295 s wall (the three builds 1390 s before), the Apptainer
+#: build 1081 s (386 s alone); and before that, five builds at once ran the ARCHER2 image
+#: into its time limit. So each of those two builds keeps its place: the Apptainer in setup,
+#: the MPI-5 image in `bench abi`, where nothing else runs.
 SLOTS = 3
 
-STACK_BUILDS = ("ARCHER2 image", "native stack", "CCE stand-in", "MPI-5 ABI image")
+STACK_BUILDS = ("ARCHER2 image", "native stack", "CCE stand-in")
 
-#: in the order they are started when several may: the longest chain (the ARCHER2 image,
-#: then its SIF, the benchmarks) first. Every task reuses what its inputs' stamps find cached.
+#: in the order they start when several may. Every task reuses what its inputs' stamps find
+#: cached.
 LOCAL = (
-    Task("setup", ("bin/setup", "--skip", "apptainer")),
-    # from the start: bin/setup lets it past the .venv once the first has made it
-    Task("Apptainer", ("bin/setup", "--only", "apptainer")),
+    Task("setup", ("bin/setup",)),
     Task("concretize", (CLIMSTACK, "concretize"), after=("setup",)),
-    Task(
-        "recipes",
-        (CLIMSTACK, "containerize"),
-        after=("concretize",),
-    ),
-    Task(
-        "smoke slice",
-        (CLIMSTACK, "dev", "smoke", "local"),
-        after=("recipes",),
-    ),
+    Task("recipes", (CLIMSTACK, "containerize"), after=("concretize",)),
+    Task("smoke slice", (CLIMSTACK, "dev", "smoke", "local"), after=("recipes",)),
     Task("ARCHER2 image", (CLIMSTACK, "image", "container-archer2"), after=("smoke slice",)),
     Task("native stack", (CLIMSTACK, "install", "local"), after=("smoke slice",)),
-    # the MPI-5 standard ABI image (MPICH 5's libmpi_abi, mpif): `bench abi` runs it
-    Task("MPI-5 ABI image", (CLIMSTACK, "image", "container-mpi-abi"), after=("smoke slice",)),
     Task("CCE stand-in", (CLIMSTACK, "install", "local-cce"), after=("smoke slice",)),
     Task(
         "SIF smoke",
         (CLIMSTACK, "dev", "container-smoke", "container-archer2"),
-        after=("ARCHER2 image", "Apptainer"),
+        after=STACK_BUILDS,
     ),
-    Task(
-        "registry smoke",
-        (CLIMSTACK, "dev", "registry-smoke", "local"),
-        after=("native stack", "SIF smoke"),
-    ),
-    Task(
-        "benchmarks",
-        (CLIMSTACK, "bench", "local", "--reuse"),
-        after=(*STACK_BUILDS, "SIF smoke", "registry smoke"),
-        timed=True,
-    ),
-    # the MPI-5 image on MPICH 5, Intel MPI and Open MPI 6: the C slice, then MOM6 (Fortran
-    # through mpif) on each, bit for bit
-    Task(
-        "MPI-5 ABI runs",
-        (CLIMSTACK, "bench", "abi"),
-        after=("benchmarks",),
-        timed=True,
-    ),
+    Task("registry smoke", (CLIMSTACK, "dev", "registry-smoke", "local"), after=("SIF smoke",)),
+    Task("benchmarks", (CLIMSTACK, "bench", "local", "--reuse"), after=("registry smoke",),
+         timed=True),  # fmt: skip
+    # the MPI-5 standard ABI image (built here: alone), on MPICH 5, Intel MPI and Open MPI 6:
+    # the C slice, then MOM6 (Fortran through mpif) on each, bit for bit
+    Task("MPI-5 ABI image and runs", (CLIMSTACK, "bench", "abi"), after=("benchmarks",),
+         timed=True),  # fmt: skip
 )
 WORKFLOWS = {"local": LOCAL}
 

@@ -131,7 +131,7 @@ def test_every_command_line_of_a_newcomers_page_is_accepted(page):
                     checked += bool(parser().parse_args(words[1:]))
                 assert not errors.getvalue(), f"{page}: {shlex.join(words)}\n{errors.getvalue()}"
             elif words[0] == "bin/setup":  # what bin/setup hands climstack.setup
-                _, site, _ = climstack_setup.where(["--at", "local", *words[1:]])
+                _, site = climstack_setup.where(["--at", "local", *words[1:]])
                 assert (PROJECT_ROOT / "environments" / (site or "local")).is_dir(), words
                 checked += 1
     assert checked >= 5, f"{page}: only {checked} command lines found"

@@ -42,25 +42,6 @@ def test_warm_cache_needs_no_network():
     assert [os.stat(path).st_ino for path in clones] == before
 
 
-def test_make_local_leaves_the_apptainer_build_for_later_and_then_runs_it_alone():
-    """`--skip apptainer` names the step skipped and why; `--only apptainer` runs that step
-    alone (here: the provided Apptainer is built already, so it is found, not rebuilt)."""
-    skipped = setup("--at", "local", "--skip", "apptainer")
-    assert skipped.returncode == 0, skipped.stderr
-    assert (
-        "setup: skipped: the provided Apptainer (--skip apptainer: `bin/setup --only apptainer` "
-        "builds it)" in skipped.stderr
-    )
-    alone = setup("--at", "local", "--only", "apptainer")
-    assert alone.returncode == 0, alone.stderr
-    assert "Spack" not in alone.stderr and "building Apptainer" not in alone.stderr
-    assert climstack_setup.provided_apptainer.built()
-    wrong = setup("--at", "local", "--skip", "spack")
-    assert wrong.returncode == 2
-    assert "--skip 'spack': not a step bin/setup can leave for later" in wrong.stderr
-    assert "fix: --skip apptainer" in wrong.stderr
-
-
 def test_spack_reports_the_pinned_version():
     assert run_spack("--version").stdout.split() == [pins.SPACK_VERSION, f"({pins.SPACK.commit})"]
 

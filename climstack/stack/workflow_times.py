@@ -62,6 +62,8 @@ def parse(text: str, label: str, cache: str) -> dict:
         if found := BUILD.match(line):
             builds.append({**found.groupdict(), "seconds": float(found["seconds"])})
     totals = {key: _clock(m[1]) for key, rx in TIME_V.items() if (m := rx.search(text))}
+    if not totals.get("user", 0) + totals.get("system", 0):  # a run stopped: its children
+        totals = {}  # were not waited for, so time -v counted none of their CPU
     return {"label": label, "cache": cache, "tasks": tasks, "builds": builds, "built": built,
             "time": totals}  # fmt: skip
 
