@@ -104,7 +104,7 @@ def check(tasks) -> None:
         seen.add(task.name)
 
 
-def steps_environ(environ: dict | None = None) -> dict:
+def tasks_environ(environ: dict | None = None) -> dict:
     """The tasks' environment: without make's MAKEFLAGS (Spack would take a --jobserver-auth
     whose descriptors are closed for these non-make commands), with make's PATH
     (CLIMSTACK_STEPS_PATH), not the one a python3 shim hands down (pyenv puts its
@@ -133,7 +133,7 @@ def run(tasks, environ: dict | None = None, slots: int = SLOTS) -> list[Timing]:
     nothing more: the running ones finish (what they build is kept), then SystemExit with
     its status, after the table of the tasks ended."""
     check(tasks)
-    env, origin = steps_environ(environ), time.monotonic()
+    env, origin = tasks_environ(environ), time.monotonic()
     pending, done, running = list(tasks), {}, {}
     failed: tuple[str, int] | None = None
     while running or (pending and not failed):

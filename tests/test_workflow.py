@@ -110,5 +110,5 @@ def test_the_tasks_get_makes_path_not_the_shims():
         "CLIMSTACK_STEPS_PATH": "/usr/bin:/bin",
         "MAKEFLAGS": "-j",
     }
-    env = workflow.steps_environ(environ)
+    env = workflow.tasks_environ(environ)
     assert env["PATH"] == "/usr/bin:/bin" and "MAKEFLAGS" not in env
