@@ -115,11 +115,6 @@ def ensure() -> Path:
             process.run(
                 command, f"apptainer {VERSION}: {what}", cwd=source, env=env, timeout=3600, fix=fix
             )
-            if what == "mconfig":
-                # the starter's rule first runs `go clean -cache` (for a rebuild after its C
-                # sources change) and would drop the packages the CLI's build just compiled
-                # into this build's own, new Go cache: marked done, it builds on them
-                (build / ".clean-starter").touch()
         os.replace(dest / made.path.relative_to("/"), work)
 
     with progress.step(f"building Apptainer {VERSION} from source (the project's; once)"):
