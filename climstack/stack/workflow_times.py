@@ -69,15 +69,18 @@ def parse(text: str, label: str, cache: str) -> dict:
 
 
 def load(path: Path) -> dict:
+    """A record `parse` made, read back; refused (naming the file) if it is not one."""
     try:
         record = json.loads(Path(path).read_text())
-        record["tasks"], record["label"]  # noqa: B018 (a record's keys)
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        why = "" if isinstance(record, dict) and {"tasks", "label"} <= record.keys() else "keys"
+    except (OSError, ValueError) as err:
+        why = str(err)
+    if why:
         raise ClimstackError(
-            f"{path}: not a record of make local ({err})",
+            f"{path}: not a record of make local ({why})",
             fix="give a file `climstack bench workflow --record` or "
             "benchmarks/workflow_times.py wrote",
-        ) from None
+        )
     return record
 
 
