@@ -5,7 +5,6 @@ and write its report; `climstack bench SITE --emit`: the centre's job scripts;
 3 when a tool or program failed: a run failed, or a model run could not be compared."""
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -14,20 +13,21 @@ from pathlib import Path
 from climstack import pins
 from climstack.bench.abi import abi, abi_hosts
 from climstack.bench.abi.command import run_abi
-from climstack.bench.suite import command as suite_command
 from climstack.bench.precise import profile
 from climstack.bench.precise.command import run_precise
 from climstack.bench.report import report
 from climstack.bench.results import collect, records
 from climstack.bench.run import catalogue, jobs, reuse, runner, stripes
 from climstack.bench.run.local import CCE_ENV, IMAGE, local_modes, mode_names, needs_cce
+from climstack.bench.suite import command as suite_command
 from climstack.check import gate
-from climstack.common import atomic, progress
+from climstack.cli import bench_workflow
+from climstack.common import progress
 from climstack.errors import FAILED, NEGATIVE, OK, ClimstackError
 from climstack.image import image
 from climstack.inputs import sites
 from climstack.launch import runtimes
-from climstack.stack import environments, workflow_times
+from climstack.stack import environments
 from climstack.stack.install import install
 
 
@@ -215,26 +215,6 @@ def run_report(args) -> int:
     return finish(out, [Path(p) for p in args.paths], labels)
 
 
-def run_workflow(args) -> int:
-    """A make local's output kept as a record (--record LOG), or the tables of records."""
-    if args.record and not args.out:
-        raise ClimstackError("--record LOG needs --out RECORD", fix="add --out FILE.json")
-    if args.report and len(args.report) > 2:
-        raise ClimstackError(
-            f"--report: {len(args.report)} records", fix="give one record, or two: before, after"
-        )
-    if args.record:
-        record = workflow_times.parse(
-            Path(args.record).read_text(errors="replace"), args.label, args.cache
-        )
-        atomic.write_text(Path(args.out), json.dumps(record, indent=1) + "\n")
-        print(f"bench workflow: {args.out}: {len(record['tasks'])} rows, "
-              f"{len(record['builds'])} package builds")  # fmt: skip
-        return OK
-    print(workflow_times.report([workflow_times.load(Path(p)) for p in args.report]))
-    return OK
-
-
 #: --emit's way around the gate, said when taken
 NO_VERIFY = "with --emit: write the scripts without verifying the image's programs (not here)"
 
@@ -339,15 +319,4 @@ def register(commands) -> None:
         "repeatable. A sidecar FILE.yaml (mode: native, benchmark: osu, ranks: 128) does too",
     )
     rep.set_defaults(run=run_report)
-    times = actions.add_parser(
-        "workflow",
-        help="make local's tasks and slowest package builds: a run's output kept as a record, "
-        "or the tables of one record or of two (before, after)",
-    )
-    what = times.add_mutually_exclusive_group(required=True)
-    what.add_argument("--record", metavar="LOG", help="make local's output (stdout + stderr)")
-    what.add_argument("--report", nargs="+", metavar="RECORD", help="one record, or two")
-    times.add_argument("--label", default="run", help="with --record: the run's name")
-    times.add_argument("--cache", default="warm", help="with --record: empty or warm")
-    times.add_argument("--out", help="with --record: the record's path (JSON)")
-    times.set_defaults(run=run_workflow)
+    bench_workflow.add_parser(actions)
