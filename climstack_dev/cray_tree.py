@@ -214,17 +214,19 @@ def io_builds(root: Path, fabric: str) -> None:
         )
 
 
-#: Cray MPICH 9 on CPE 25.09, as site/frontier pins it (its gnu/12.3 build directory)
-CRAY_MPICH_9 = "/opt/cray/pe/mpich/9.0.1/ofi/gnu/12.3"
-CRAY_9_SOURCE = CRAY_LIB_SOURCE.replace("8.1.27.4 (ANL base 3.4a2)", "9.0.1.498 (ANL base 4.1.2)")
+#: Cray MPICH 9 on CPE 26.03, as site/frontier pins it (its gnu/12.3 build directory); the
+#: base in its version string is climstack.cray.mpich_base's (no public 9.1.0 string names one)
+CRAY_MPICH_9 = "/opt/cray/pe/mpich/9.1.0/ofi/gnu/12.3"
+CRAY_9_SOURCE = CRAY_LIB_SOURCE.replace("8.1.27.4 (ANL base 3.4a2)", "9.1.0 (ANL base 4.2.2)")
 
 
-def cray9_tree(root: Path) -> Path:
-    """A Cray PE of CPE 25.09 under `root`, in the layout site/frontier's externals and
-    site.yaml name: Cray MPICH 9.0.1 (lib-abi-mpich/libmpi.so.12 a link to the gnu/12.3
-    build, "ANL base 4.1.2" in its .rodata) needing cray-pmi 6.1.16 (through
+def cray9_tree(root: Path, xpmem: str = "/opt/cray/xpmem/2.11.3/lib64") -> Path:
+    """A Cray PE of CPE 26.03 under `root`, in the layout site/frontier's externals and
+    site.yaml name: Cray MPICH 9.1.0 (lib-abi-mpich/libmpi.so.12 a link to the gnu/12.3
+    build, "ANL base 4.2.2" in its .rodata) needing cray-pmi 6.1.17 (through
     /opt/cray/pe/lib64, needing PALS) and Slingshot Host Software 14's libfabric 2.3.1,
-    whose cxi provider needs libcxi; XPMEM at /opt/cray/xpmem/default; the Slingshot
+    whose cxi provider needs libcxi; XPMEM in `xpmem` (/opt/cray/xpmem/default links to it
+    there; Perlmutter's is the system's, /usr/lib64); the Slingshot
     libraries in /usr/lib64; Slurm's spool and /run/cxi."""
     for name, needs in SYSTEM_LIBRARIES.items():
         shared_library(root, f"/usr/lib64/{name}", name, [f"/usr/lib64/{n}" for n in needs])
@@ -237,11 +239,12 @@ def cray9_tree(root: Path) -> Path:
     pals = "/opt/cray/pals/1.7/lib/libpals.so.0"
     shared_library(root, pals, "libpals.so.0")
     _link(root, "/opt/cray/pals/default", "1.7")
-    pmi = "/opt/cray/pe/pmi/6.1.16/lib/libpmi.so.0"
+    pmi = "/opt/cray/pe/pmi/6.1.17/lib/libpmi.so.0"
     shared_library(root, pmi, "libpmi.so.0", [pals], runpath="/opt/cray/pals/default/lib")
-    _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.16/lib/libpmi.so.0")
-    shared_library(root, "/opt/cray/xpmem/2.11.3/lib64/libxpmem.so.0", "libxpmem.so.0")
-    _link(root, "/opt/cray/xpmem/default", "2.11.3")
+    _link(root, "/opt/cray/pe/lib64/libpmi.so.0", "../pmi/6.1.17/lib/libpmi.so.0")
+    shared_library(root, f"{xpmem}/libxpmem.so.0", "libxpmem.so.0")
+    if xpmem.startswith("/opt/cray/xpmem/"):
+        _link(root, "/opt/cray/xpmem/default", Path(xpmem).parent.name)
     _cray_mpich(
         root,
         CRAY_MPICH_9,

@@ -58,7 +58,7 @@ def test_unknown_environment_names_the_real_ones(command):
         *command.split(),
         "nosuch",
         wrong=["no environment 'nosuch'"],
-        fix=["archer2, frontier, gaea-c5, gaea-c6, local, local-cce, setonix"],
+        fix=["archer2, frontier, gaea-c5, gaea-c6, local, local-cce, lumi, perlmutter, setonix"],
     )
 
 

@@ -18,6 +18,8 @@ CRAY_SITES = {
     "gaea-c6": ("zen4", "sles15"),
     "setonix": ("zen3", "sles15"),
     "frontier": ("zen3", "sles15"),
+    "lumi": ("zen3", "sles15"),
+    "perlmutter": ("zen3", "sles15"),
 }
 
 

@@ -139,12 +139,15 @@ def test_embedded_environment_concretizes_to_the_pinned_mpich(embedded, name):
 
 
 def test_every_cray_mpich_in_our_sites_has_a_known_base():
-    assert {"archer2", "gaea-c5", "gaea-c6", "setonix", "frontier"} <= set(cray_sites())
+    assert {"archer2", "gaea-c5", "gaea-c6", "setonix", "frontier", "lumi", "perlmutter"} <= set(
+        cray_sites()
+    )
     for site in cray_sites():  # a new site's container pin follows from this base
         cray_mpich = containers.site_cray_mpich(sites.get(site))
         base, source = mpich_base.base_of(cray_mpich)
-        # cray-mpich 8.1.x (ARCHER2, Gaea, Setonix) or 9.0.x (Frontier, CPE 25.09)
-        expected = "4.1.2" if cray_mpich.startswith("9.") else "3.4a2"
+        # cray-mpich 8.1.x (ARCHER2, Gaea), 9.0.x (LUMI, CPE 25.09), 9.1.x (Frontier and
+        # Setonix, CPE 26.03)
+        expected = {"9.0": "4.1.2", "9.1": "4.2.2"}.get(cray_mpich[:3], "3.4a2")
         assert base == expected and "HPE" in source, site
 
 

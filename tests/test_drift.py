@@ -11,6 +11,8 @@ from conftest import PROJECT_ROOT, run_spack
 
 from climstack.__main__ import main
 from climstack.cray import cray_pe
+from climstack.cray.drift import pinned_modules
+from climstack.inputs import sites
 from climstack_dev.cpe_tree import cpe_tree
 
 CLI = str(PROJECT_ROOT / "bin" / "climstack")
@@ -36,6 +38,9 @@ def trees(tmp_path_factory) -> dict[str, Path]:
         ),
         # ARCHER2's containerised CPE 25.09 (ccpe/25.09), its successor's likely release
         "25.09": cpe_tree(base / "ccpe", ("23.09", "25.09"), "25.09"),
+        # Frontier's and Setonix's CPE 26.03, with 25.09 still installed
+        "26.03": cpe_tree(base / "cpe26", ("25.09", "26.03"), "26.03"),
+        "26.03 not yet default": cpe_tree(base / "cpe25", ("25.09", "26.03"), "25.09"),
     }
 
 
@@ -116,14 +121,43 @@ def test_a_major_release_names_the_base_change_the_pin_and_the_rebuild(trees, tm
     assert "9 of 10 Cray PE externals drifted" in proc.stdout
 
 
-def test_frontier_against_its_own_release_has_no_version_drift(trees):
-    """site/frontier pins CPE 25.09 (cray-mpich 9.0.1): no component's version drifts on a
-    25.09 tree (its build directories, PLACEHOLDERs in gnu/12.3, are not the tree's)."""
-    proc = drift("frontier", "--root", trees["25.09"])
-    assert "(CPE 25.09)" in proc.stdout.splitlines()[0]
-    assert "default changed" not in proc.stdout and "consequence" not in proc.stdout
-    assert line_of(proc.stdout, "cray-pmi").endswith(" ok")
-    assert line_of(proc.stdout, "libfabric").endswith(" ok")
+def test_frontier_against_its_own_release_is_clean(trees):
+    """site/frontier pins CPE 26.03 (cray-mpich 9.1.0) in the GCC 12.3 build directories the
+    stand-in tree has from 25.09 on: every external is found, none drifts."""
+    proc = drift("frontier", "--root", trees["26.03"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(CPE 26.03)" in proc.stdout.splitlines()[0]
+    assert "0 of 9 Cray PE externals drifted" in proc.stdout
+
+
+@pytest.fixture
+def frontier_copy(tmp_path) -> Path:
+    """site/frontier, the scope it includes and its container environment, copied."""
+    for name in ("site/frontier", "site/cray-ex", "containers/frontier"):
+        shutil.copytree(PROJECT_ROOT / name, tmp_path / name)
+    return tmp_path / "site" / "frontier"
+
+
+def test_frontier_upgrade_from_25_09_to_26_03_is_the_tools_proposal(trees, frontier_copy):
+    """The upgrade docs/sites.md shows, both ways: the scope taken back to CPE 25.09 by the
+    tool, then forward to 26.03 again, ends with site/frontier's own pins; the MPICH base
+    4.1.2 -> 4.2.2 moves the container's pin from 4.1 to 4.2."""
+    back = drift(frontier_copy, "--root", trees["26.03 not yet default"], "--apply", "--no-dag")
+    assert "default changed: 9.1.0 -> 9.0.1" in line_of(back.stdout, "cray-mpich"), back.stdout
+    assert "cpe/25.09" in (frontier_copy / "packages.yaml").read_text()
+    patch = frontier_copy.parent.parent / "update.diff"
+    proc = drift(frontier_copy, "--root", trees["26.03"], "--write", patch, "--no-dag")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "7 of 9 Cray PE externals drifted" in proc.stdout
+    consequence = next(line for line in proc.stdout.splitlines() if "consequence:" in line)
+    assert "ANL MPICH base 4.1.2 -> 4.2.2" in consequence and "from 4.1 to 4.2" in consequence
+    text = patch.read_text()
+    assert "+      modules: [PrgEnv-cray, cce/21.0.0, cpe/26.03]" in text  # the CPE module too
+    assert "+      require: ['@4.2']  # climstack drift: cray-mpich 9.1.0" in text
+    forward = subprocess.run(["patch", "-p1", "-i", patch], cwd=patch.parent)
+    assert forward.returncode == 0
+    copy, ours = sites.get(str(frontier_copy)), sites.get("frontier")
+    assert pinned_modules(copy) == pinned_modules(ours)
 
 
 def test_apply_keeps_comments_and_spack_reads_the_result(trees, site_copy):

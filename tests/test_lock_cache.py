@@ -179,7 +179,15 @@ def test_the_committed_lockfiles_are_the_cray_sites_current_ones():
         reported = lock_cache.report(env_dir)
         if lock_cache.host_independent(reported["config"]):
             expected[name] = lock_cache.key(reported)
-    assert set(expected) == {"archer2", "gaea-c5", "gaea-c6", "setonix", "frontier"}  # Cray
+    assert set(expected) == {
+        "archer2",
+        "gaea-c5",
+        "gaea-c6",
+        "setonix",
+        "frontier",
+        "lumi",
+        "perlmutter",
+    }  # Cray
     stale = {name: k for name, k in expected.items() if k not in committed}
     assert not stale, f"run `bin/climstack concretize --save-locks` and commit: {stale}"
     assert committed == set(expected.values())

@@ -185,6 +185,17 @@ def test_a_site_whose_runtime_is_not_loaded_names_its_module(node):
     ) in proc.stderr
 
 
+def test_lumi_runs_the_singularity_on_the_path(node):
+    """LUMI's bind plans run singularity, as the login node has: no module to load."""
+    proc = login(node, "bin/setup --site lumi")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"setup: container runtime: singularity at {node / 'bin' / 'singularity'}" in (
+        proc.stderr
+    )
+    assert "not on the PATH" not in proc.stderr
+    assert "spack env activate -d environments/lumi && spack install" in proc.stderr
+
+
 def test_sles_python_is_refused_naming_the_module(node):
     proc = login(node, "bin/setup --site gaea-c6", path=str(node / "sles"))
     assert proc.returncode == 2, proc.stderr

@@ -31,7 +31,13 @@ def double(monkeypatch):
 
 def test_the_registry_finds_every_runtime_module_and_the_double_on_its_path(monkeypatch):
     monkeypatch.delenv(runtimes.PATH_VARIABLE, raising=False)
-    assert set(runtimes.NAMES) == {"apptainer", "singularity", "charliecloud", "podman"}
+    assert set(runtimes.NAMES) == {
+        "apptainer",
+        "singularity",
+        "charliecloud",
+        "podman",
+        "podman-hpc",
+    }
     assert runtimes.LOCAL == ("charliecloud", "apptainer", "podman")  # the local smokes, in order
     with pytest.raises(Exception, match="unknown container runtime 'double'"):
         runtimes.get("double")

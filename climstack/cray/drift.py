@@ -165,6 +165,9 @@ def _dump(yaml: YAML, data) -> str:
 def proposal(site: sites.Site, pe: CrayPe, findings: list[Finding]) -> dict[Path, tuple]:
     """{file: (old text, new text)} for every file the update changes."""
     moves = {f.component.module: (f.pinned, f.proposed) for f in findings if f.proposed}
+    scope, default = common_release(pinned_modules(site)), pe.default_cpe()
+    if len(scope) == 1 and default and default[0] != scope[0]:  # `cpe/25.09` -> `cpe/26.03`
+        moves["cpe"] = (scope[0], default[0])
     yaml, edits = _yaml(), {}
     for f in (f for f in findings if f.proposed):
         where = site.origin(f.external["spec"], "spec").rpartition(":")[0]

@@ -34,12 +34,23 @@ CRAY_MPICH_BASES = (
     ),
     (
         "9.0.0",
-        "9.99.99",
+        "9.0.99",
         "4.1.2",
-        "HPE runtime strings 'CRAY MPICH version 9.0.0.113 (ANL base 4.1.2)', 9.0.1 likewise; "
-        "LUMI: '9.0.x is derived from MPICH 4.1' (Lumi-supercomputer/LUMI-training-materials"
-        "@d64bc58c:docs/User-Updates/Update-202601/index.md); OLCF's CPE 25.09 base images "
-        "carry MPICH 4.1.3 (olcf/olcf-user-docs@2745903:software/containers_on_frontier.rst)",
+        "HPE runtime string 'CRAY MPICH version 9.0.1.498 (ANL base 4.1.2)'; LUMI: 'the 9.0.1 "
+        "version from ANL MPICH 4.1.2' (Lumi-supercomputer/LUMI-training-materials@d64bc58c:"
+        "docs/2day-20260422/102-CPE.md l.529) and '9.0.x is derived from MPICH 4.1' (same, "
+        "docs/User-Updates/Update-202601/index.md); OLCF's CPE 25.09 base images carry MPICH "
+        "4.1.3 (olcf/olcf-user-docs@2745903:software/containers_on_frontier.rst). 9.0.0 is "
+        "disputed (that course text says 4.0.2): 4.1 is the series of the release in use",
+    ),
+    (
+        "9.1.0",
+        "9.1.99",
+        "4.2.2",
+        "'HPE Cray MPICH 9.1.0 (compatible with open-source MPICH 4.2.2)' (quokka-astro/quokka "
+        "pull request 1783, 2026-04); Pawsey's container bases for CPE 26.03 moved to MPICH "
+        "4.2.2 (PawseySC/pawsey-containers pull requests 87 and 104, issue 102). No HPE text "
+        "gives 9.1's base: confirm with the runtime string (`climstack verify` reads it)",
     ),
 )
 

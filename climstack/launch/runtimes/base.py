@@ -20,7 +20,8 @@ class Runtime(ABC):
     name: ClassVar[str] = ""
     #: characters its bind syntax cannot carry in a path
     separators: ClassVar[str] = ""
-    #: what it runs: "sif" (a SIF made from the image directory) or "directory"
+    #: what it runs: "sif" (a SIF made from the image directory), "directory" or "reference"
+    #: (an image in the runtime's own store)
     image_format: ClassVar[str] = "sif"
     #: > 0: this machine runs it (container-smoke, bench local), in this order
     local: ClassVar[int] = 0
