@@ -6,6 +6,8 @@ Python, through climstack.spack.Spack.python; never imported): each prints one J
   clingo            the file the clingo module Spack imports comes from
   pins NAME...      per package: its fetcher, and the version Spack picks (preferred, else
                     newest) with what pins it
+  runs-on A B       does code for CPU target A run on target B (archspec: B is A or a
+                    descendant of it)
 """
 
 import json
@@ -41,7 +43,13 @@ def pins(*names: str) -> dict:
     return out
 
 
-ACTIONS = {"compilers": compilers, "clingo": clingo, "pins": pins}
+def runs_on(image_target: str, host_target: str) -> bool:
+    import spack.vendor.archspec.cpu as archspec
+
+    return archspec.TARGETS[image_target] <= archspec.TARGETS[host_target]
+
+
+ACTIONS = {"compilers": compilers, "clingo": clingo, "pins": pins, "runs-on": runs_on}
 
 if __name__ == "__main__":
     action, *args = sys.argv[1:]
