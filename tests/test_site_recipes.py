@@ -14,9 +14,9 @@ from climstack.cray import mpich_base
 from climstack.inputs import parse_yaml, sites
 from climstack.launch.runtimes import apptainer
 from climstack.stack import containers, environments
+from climstack_dev import IN_SPACK
 from climstack_dev.cpe_tree import cray_sites
 
-IN_SPACK = PROJECT_ROOT / "climstack_dev" / "in_spack.py"
 SITE_ENVIRONMENTS = sorted(
     p.parent.name for p in (PROJECT_ROOT / "environments").glob("*/spack.yaml")
 )
