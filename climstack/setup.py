@@ -189,7 +189,7 @@ def local_steps() -> None:
 
 
 #: the runtimes a centre provides (climstack.launch.runtimes has a plug-in for each)
-CENTRE_RUNTIMES = ("singularity", "apptainer")
+CENTRE_RUNTIMES = ("singularity", "apptainer", "podman-hpc")
 
 
 def site_runtime(site: str | None) -> str | None:
@@ -225,7 +225,7 @@ def centre_steps(site: str | None) -> None:
     elif not found:
         print(
             f"setup: no {' or '.join(CENTRE_RUNTIMES)} on the PATH: images need one "
-            "(`module load singularity` or `module load apptainer`); native builds do not",
+            "(`module load singularity`, `apptainer` or `podman-hpc`); native builds do not",
             file=sys.stderr,
         )
     environment = f"environments/{site}" if site else "environments/<site>"

@@ -175,12 +175,13 @@ def test_a_cray_pe_alone_means_a_centre(node):
     assert "spack env activate -d environments/<site>" in proc.stderr
 
 
-def test_a_site_whose_runtime_is_not_loaded_names_its_module(node):
-    proc = login(node, "bin/setup --site gaea-c6")  # Gaea runs apptainer; here: singularity
+@pytest.mark.parametrize("site, runtime", [("gaea-c6", "apptainer"), ("perlmutter", "podman-hpc")])
+def test_a_site_whose_runtime_is_not_loaded_names_its_module(node, site, runtime):
+    proc = login(node, f"bin/setup --site {site}")  # here: singularity only
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (
-        "setup: site gaea-c6's bind plans run apptainer (`bind.runtime` of its site.yaml), not on "
-        "the PATH: `module load apptainer` before running images, or `climstack bind "
+        f"setup: site {site}'s bind plans run {runtime} (`bind.runtime` of its site.yaml), not "
+        f"on the PATH: `module load {runtime}` before running images, or `climstack bind "
         "--runtime singularity`"
     ) in proc.stderr
 
