@@ -130,6 +130,16 @@ def test_frontier_against_its_own_release_is_clean(trees):
     assert "0 of 9 Cray PE externals drifted" in proc.stdout
 
 
+@pytest.mark.parametrize("site", ["setonix", "perlmutter"])
+def test_the_other_26_03_sites_have_no_version_drift_on_26_03(trees, site):
+    """Setonix and Perlmutter pin CPE 26.03 too: no component's default differs (their xpmem
+    directories, system or versioned, are not the stand-in tree's)."""
+    proc = drift(site, "--root", trees["26.03"])
+    assert "(CPE 26.03)" in proc.stdout.splitlines()[0], proc.stdout + proc.stderr
+    assert "default changed" not in proc.stdout and "consequence" not in proc.stdout
+    assert line_of(proc.stdout, "cray-mpich").endswith(" ok")
+
+
 @pytest.fixture
 def frontier_copy(tmp_path) -> Path:
     """site/frontier, the scope it includes and its container environment, copied."""
