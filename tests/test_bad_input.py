@@ -94,8 +94,8 @@ def test_a_site_environment_is_no_container(command):
     refused(
         *command.split(),
         "local",
-        wrong=["environments/local/spack.yaml has no `container:` section"],
-        fix=["containers/archer2/spack.yaml"],
+        wrong=["environments/local/spack.yaml is a site environment"],
+        fix=["give the image's container environment: containers/archer2"],
     )
 
 

@@ -28,6 +28,9 @@ MANIFEST_MARKER = "END_OF_MANIFEST"
 STANDARD_ABI_SCOPE = "site/container-mpi-abi"
 #: the first MPICH whose libmpi_abi.so.1 holds PMPI_* too (5.0.0-5.0.1: libpmpi_abi)
 STANDARD_ABI_MPICH = "5.0.2"
+#: a site environment's `container:` template: its recipe names the site's image, builds nothing
+SITE_TEMPLATE = "container/site-environment.def"
+IMAGE_LABEL = "org.climstack.image-environment"
 
 
 def container_section(env_dir: Path) -> dict:
@@ -38,6 +41,13 @@ def container_section(env_dir: Path) -> dict:
             f"{manifest} has no `container:` section, so `spack containerize` cannot use it",
             fix="copy the container: section of containers/archer2/spack.yaml and adapt "
             "its labels to the target site",
+        )
+    if section.get("template") == SITE_TEMPLATE:
+        image = (section.get("labels") or {}).get(IMAGE_LABEL, "containers/<site>")
+        raise ClimstackError(
+            f"{manifest} is a site environment (the host's Cray PE or packages as externals): "
+            f"its `container:` section only names the site's image, {image}",
+            fix=f"give the image's container environment: {image}",
         )
     return section
 
