@@ -10,7 +10,7 @@ import subprocess
 import pytest
 from conftest import PROJECT_ROOT
 
-from climstack.bench.suite import command, judged, suite_builds, suite_run
+from climstack.bench.suite import command, judged, suite_builds, suite_lanes, suite_run
 from climstack.bench.suite.suite_run import Outcome
 from climstack.bind import elf
 from climstack.errors import ClimstackError
@@ -50,7 +50,7 @@ def test_the_suite_passes_natively_and_through_the_bind_plan(image_dir, tmp_path
     out = tmp_path / "report"
     proc = subprocess.run(
         [PROJECT_ROOT / "bin" / "climstack", "bench", "suite", "--hosts", HOST,
-         "--image", image_dir, "--out", out],
+         "--routes", "native,bind", "--image", image_dir, "--out", out],
         capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -68,11 +68,30 @@ def test_the_suite_passes_natively_and_through_the_bind_plan(image_dir, tmp_path
     ]
 
 
+def test_the_standard_abi_suite_passes_natively_and_through_the_bind_plan(abi_image, tmp_path):
+    """The MPI-5 standard ABI: the slice built once by MPICH 5.0.2's mpicc_abi (its programs
+    link libmpi_abi.so.1; mprobe, which calls the Fortran handle conversions the ABI's C
+    header lacks, is not built and is counted so), run on MPICH 5.0.2 natively and in
+    containers/mpi-abi through its bind plan: one container per rank, as runtests starts
+    them (MPICH's own CMA path between user namespaces is what the plan switches off)."""
+    programs = [p for p in suite_builds.standard_prefix().glob("*/*") if p.name == "allred2"]
+    assert elf.read(programs[0]).needed[0] == "libmpi_abi.so.1"
+    out = tmp_path / "report"
+    proc = subprocess.run(
+        [PROJECT_ROOT / "bin" / "climstack", "bench", "suite", "--hosts", "mpich",
+         "--routes", "native-abi,bind-abi", "--abi-image", abi_image, "--out", out],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "| MPICH 5.0.2 | bind-abi | 32 | 32 | 0 | 0 | 0 | 1 | 0 |" in proc.stdout
+
+
 def test_a_route_without_the_plan_fails_test_by_test(suite, image_dir, tmp_path):
     """The negative control: ranks in the image without the plan (no host MPI bound in)
     cannot load libmpich: every test fails, each named, and the judgement says so."""
     bare = f'ch-run "--bind=$PWD:{HERE}" "--cd={HERE}" {image_dir} --'
-    outcomes = suite_run.run(suite, command.mpiexec(HOST), tmp_path / "bare", bare)
+    mpiexec = suite_lanes.lane(HOST, "native", "smoke", tmp_path, None).mpiexec
+    outcomes = suite_run.run(suite, mpiexec, tmp_path / "bare", bare)
     assert len(outcomes) == 33 and not any(o.passed for o in outcomes)
     assert "libmpich.so.12" in outcomes[0].output
     native = judged.Lane(HOST, "native", [Outcome(o.test, True, 0.1) for o in outcomes], {})

@@ -54,6 +54,13 @@ HOSTS = {
     "openmpi-5": HostMpi(
         "Open MPI 5.0.11", "openmpi@5.0.11", "libmpi.so.40", ("openmpi", "5.0.11")
     ),
+    # the MPI-5 standard ABI's compiler (mpicc_abi): what is built links libmpi_abi.so.1
+    "mpich-5": HostMpi(
+        "MPICH 5.0.2 (the MPI-5 standard ABI)",
+        "mpich@5.0.2",
+        "libmpi_abi.so.1",
+        ("mpich", "5.0.2"),
+    ),
 }
 DEBIAN_PREFIX = Path("/usr")
 #: Debian's MPICH compiler wrapper: /usr/bin/mpicc, which recipes run, is an alternative
@@ -69,7 +76,7 @@ class HostBuilds:
     recipe: Path
     directory: Path  # the Spack environment, with its install tree (installs/)
     complete: Callable[[Path], bool]  # does an install prefix hold what the build makes?
-    hosts: tuple[str, ...] = tuple(HOSTS)
+    hosts: tuple[str, ...]
     fill_sources: Callable[[Path], None] = lambda env: None  # after concretizing
 
     def prefixes(self, names=None, spack: Spack = DEFAULT) -> dict[str, Path]:

@@ -24,6 +24,8 @@ from climstack.stack.sources import git_archives, git_sources
 PACKAGE = "mpi-abi-wrapper"
 RECIPE = pins.PROJECT_ROOT / "repo" / "packages" / PACKAGE / "package.py"
 FRONT, BACK = "libmpi_abi.so", "libmpiwrapper.so"
+#: the host MPIs without the standard ABI of their own: the wrapper gives it to them
+WRAPPED = tuple(name for name, host in HOSTS.items() if host.library != "libmpi_abi.so.1")
 
 
 def directory() -> Path:
@@ -43,12 +45,13 @@ def builds() -> host_builds.HostBuilds:
         RECIPE,
         directory(),
         complete=lambda prefix: all((prefix / "lib" / name).is_file() for name in (FRONT, BACK)),
+        hosts=WRAPPED,
         fill_sources=_assemble_source,
     )
 
 
-def prefixes(names=tuple(HOSTS), spack: Spack = DEFAULT) -> dict[str, Path]:
+def prefixes(names=WRAPPED, spack: Spack = DEFAULT) -> dict[str, Path]:
     """name -> the mpi_abi_wrapper install prefix built by Spack against that host MPI of
-    HOSTS (lib/libmpi_abi.so, lib/libmpiwrapper.so, include/mpi.h, bin/mpicc). All of
-    HOSTS are built together, once per set of inputs."""
+    WRAPPED (lib/libmpi_abi.so, lib/libmpiwrapper.so, include/mpi.h, bin/mpicc). All of
+    WRAPPED are built together, once per set of inputs."""
     return builds().prefixes(names, spack)

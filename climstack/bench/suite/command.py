@@ -1,10 +1,8 @@
-"""`climstack bench suite`: MPICH's test suite, built by Spack against each host MPI
-(suite_builds), run natively on each and in the ARCHER2-style image (MPICH ABI) through
-the bind plan `climstack bind local [--prefix HOST_MPI]` writes for that host MPI, once
-verify confirmed the plan with the image's own ld.so (the gate, on the image's mpi-probe:
-the suite's programs are bound in, not the image's). Judged against expected.yaml; the report
-suite.md (a table per host and route, the container-only failures first) and suite.json.
-Exit status 1 when a lane is unexpected either way."""
+"""`climstack bench suite`: MPICH's test suite on the host MPIs of this machine, each
+natively and in the image of its ABI through its bind plan (suite_lanes: the MPICH ABI in the
+ARCHER2-style image, the MPI-5 standard ABI in containers/mpi-abi), judged against
+expected.yaml; the report suite.md (a table per host and route, the container-only failures
+first) and suite.json. Exit status 1 when a lane is unexpected either way."""
 
 import json
 import shutil
@@ -13,75 +11,62 @@ from dataclasses import asdict
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench.host_builds import HOSTS, DEBIAN_PREFIX
-from climstack.bench.suite import judged, suite_builds, suite_run
-from climstack.bind import loader, plan
+from climstack.bench.abi.abi_report import IMAGES
+from climstack.bench.suite import judged, suite_builds, suite_lanes, suite_run
 from climstack.check import gate
 from climstack.common import atomic, progress
 from climstack.errors import ClimstackError
 from climstack.image import image
-from climstack.inputs import sites
-from climstack.launch import runtimes
 
-IMAGE = "container-archer2"
-PROBE = f"{image.VIEW}/bin/mpi-probe"
-ROUTES = ("native", "bind")
+#: the image of each ABI (the MPICH ABI's is the ARCHER2-style image)
+IMAGE = IMAGES["mpich"]
 
 
-def mpiexec(host: str) -> str:
-    """The host MPI's own launcher (Hydra's mpiexec: it enforces MPITEST_TIMEOUT)."""
-    if HOSTS[host].wheel:
-        return str(HOSTS[host].prefix() / "bin" / "mpiexec")
-    return str(DEBIAN_PREFIX / "bin" / "mpiexec.mpich")
-
-
-def bind_wrapper(host: str, image_dir: Path, model_only: bool) -> str:
-    """Each rank's command in the image under the local site's bind plan for `host`'s MPI
-    (a wheel's by its --prefix; Debian's is the site's own), as a job step starts it (the
-    test's directory bound in, the rank started there), once the gate passed the plan."""
-    prefix = str(HOSTS[host].prefix()) if HOSTS[host].wheel else None
-    made = plan.make(
-        sites.get("local"), "bind", view=loader.View(), runtime="charliecloud", prefix=prefix
-    )
-    runtime = runtimes.get("charliecloud")
-    runtime.prepare_image(made, image_dir)
-    gate.require(made, image_dir, [PROBE], model_only, "bench suite", fix="climstack verify")
-    return runtime.job_lines(made, str(image_dir), [], here=True)[1]
+def _names(given: str | None, known, option: str) -> list[str]:
+    names = given.split(",") if given else list(known)
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ClimstackError(f"{option}: unknown {', '.join(unknown)}", fix=",".join(known))
+    return names
 
 
 def run_suite(args, fresh_out) -> int:
-    hosts = args.hosts.split(",") if args.hosts else list(suite_builds.HOSTS)
-    unknown = [h for h in hosts if h not in suite_builds.HOSTS]
-    if unknown:
-        raise ClimstackError(
-            f"--hosts: unknown {', '.join(unknown)}", fix=",".join(suite_builds.HOSTS)
-        )
+    hosts = _names(args.hosts, suite_lanes.HOSTS, "--hosts")
+    routes = _names(args.routes, suite_lanes.ROUTES, "--routes")
     args.out = args.out or pins.cache_dir() / "bench" / time.strftime("suite-%Y%m%d-%H%M%S")
     out = fresh_out(args)
     if out.exists() and args.force:
         shutil.rmtree(out)
-    wanted = args.routes.split(",")
-    if set(wanted) - set(ROUTES):
-        raise ClimstackError(f"--routes {args.routes}: unknown", fix=",".join(ROUTES))
-    prefixes = suite_builds.prefixes(args.tests, hosts)
-    lanes, image_dir = [], None
+    given = {"mpich": args.image, "standard": args.abi_image}
+    images: dict[str, Path] = {}
+
+    def image_of(route: str) -> Path:
+        kind = suite_lanes.ABI[route]
+        if kind not in images:
+            name = IMAGES[kind]
+            images[kind] = Path(given[kind] or image.build(name, image.default_destination(name)))
+        return images[kind]
+
+    lanes = []
     for host in hosts:
-        routes = {"native": ""}
-        if "bind" in wanted:
-            image_dir = image_dir or Path(
-                args.image or image.build(IMAGE, image.default_destination(IMAGE))
-            )
-            routes["bind"] = bind_wrapper(host, image_dir, args.model_only)
-        for route, wrapper in ((r, w) for r, w in routes.items() if r in wanted):
+        for route in (r for r in routes if host in suite_lanes.hosts_of(r)):
+            where = image_of(route) if route in suite_lanes.NATIVE_OF else None
             with progress.step(f"MPICH's test suite ({args.tests}) on {host}, {route}"):
+                made = suite_lanes.lane(host, route, args.tests, out / host, where,
+                                        args.model_only)  # fmt: skip
                 outcomes = suite_run.run(
-                    prefixes[host], mpiexec(host), out / host / route, wrapper
+                    made.suite, made.mpiexec, out / host / route, made.wrapper, made.env
                 )
-            plan_of = suite_run.planned(prefixes[host])
+            plan_of = suite_run.planned(made.suite)
             lanes.append(
                 judged.Lane(host, route, outcomes, judged.expected(host, route),
-                            len(plan_of.not_built), len(plan_of.too_many_ranks))
+                            len(plan_of.not_built), len(plan_of.too_many_ranks), made.title)
             )  # fmt: skip
+    if not lanes:
+        raise ClimstackError(
+            f"no lane: no host of {','.join(hosts)} has a route of {','.join(routes)}",
+            fix="see `climstack bench suite --help`",
+        )
     report = markdown(lanes, args.tests)
     atomic.write_text(out / "suite.md", report)
     atomic.write_text(out / "suite.json", json.dumps(record(lanes, args.tests), indent=1))
@@ -117,7 +102,7 @@ def markdown(lanes: list[judged.Lane], tests: str) -> str:
     ]
     for lane in lanes:
         lines.append(
-            f"| {HOSTS[lane.host].title} | {lane.route} | {len(lane.outcomes)} | {lane.passed} "
+            f"| {lane.title} | {lane.route} | {len(lane.outcomes)} | {lane.passed} "
             f"| {len(lane.failed)} | {len(lane.expected_failures)} "
             f"| {len(lane.unexpected_passes)} | {lane.not_built} | {lane.too_many_ranks} |"
         )
@@ -137,14 +122,19 @@ def markdown(lanes: list[judged.Lane], tests: str) -> str:
 def add_parser(subparsers, fresh_out) -> None:
     suite = subparsers.add_parser(
         "suite",
-        help="MPICH's own test suite (test/mpi) natively on each host MPI and in the "
-        "ARCHER2-style image through the bind plan, judged against expected failures",
+        help="MPICH's own test suite (test/mpi) natively on each host MPI and in the image "
+        "of its ABI through the bind plan, judged against expected failures",
     )
     suite.add_argument("--tests", choices=suite_builds.SLICES, default="smoke",
                        help="the 33-test smoke slice, or every C test built")  # fmt: skip
-    suite.add_argument("--hosts", help=f"comma-separated, from {','.join(suite_builds.HOSTS)}")
-    suite.add_argument("--routes", default="native,bind", help="native,bind (default both)")
+    suite.add_argument("--hosts", help=f"comma-separated, from {','.join(suite_lanes.HOSTS)}")
+    suite.add_argument(
+        "--routes",
+        help=f"comma-separated, from {','.join(suite_lanes.ROUTES)} (default: all); a host "
+        "runs those of its ABIs",
+    )
     suite.add_argument("--image", type=Path, help=f"the image directory of {IMAGE}")
+    suite.add_argument("--abi-image", type=Path, help=f"that of {IMAGES['standard']}")
     suite.add_argument("--out", type=Path, help="the report's directory")
     suite.add_argument("--force", action="store_true", help="replace --out if it exists")
     gate.add_option(suite)

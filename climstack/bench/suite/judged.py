@@ -11,6 +11,8 @@ from climstack.bench.suite.suite_run import Outcome
 from climstack.errors import ClimstackError
 
 EXPECTED = Path(__file__).with_name("expected.yaml")
+#: a container route -> the native route of the same ABI its outcomes are compared with
+NATIVE_OF = {"bind": "native", "bind-abi": "native-abi"}
 
 
 @dataclass
@@ -23,6 +25,7 @@ class Lane:
     expected: dict[str, str]  # test -> why it fails
     not_built: int = 0  # tests the MPI it was built against could not compile
     too_many_ranks: int = 0  # tests of more ranks than a run takes here
+    title: str = ""  # the host MPI as reports name it
     passed: int = 0
     failed: list[str] = field(default_factory=list)  # not listed
     expected_failures: list[str] = field(default_factory=list)  # listed, and failed
@@ -67,8 +70,9 @@ def container_only(lanes: list[Lane]) -> list[tuple[str, str, str]]:
     """(host, route, test) of each test that passed natively on a host MPI and failed on
     it in a container route."""
     found = []
-    for lane in (lane for lane in lanes if lane.route != "native"):
-        native = next((n for n in lanes if n.host == lane.host and n.route == "native"), None)
+    for lane in (lane for lane in lanes if lane.route in NATIVE_OF):
+        route = NATIVE_OF[lane.route]
+        native = next((n for n in lanes if n.host == lane.host and n.route == route), None)
         if native is None:
             continue
         passed = {o.test for o in native.outcomes if o.passed}

@@ -2,7 +2,9 @@
 this machine (climstack.bench.host_builds): the MPICH release's source from Debian through
 the source mirror, RUNPATH, in the user cache beside the images (never into them: bound in
 at run time, so no image key changes). `tests=smoke` is the 33-test slice `make test`
-runs; `tests=all` every C test the package builds."""
+runs; `tests=all` every C test the package builds. For the MPICH ABI, one build per MPICH;
+for the MPI-5 standard ABI, one by MPICH 5.0.2's mpicc_abi (`abi=standard`), which every
+MPI of that ABI runs."""
 
 from pathlib import Path
 
@@ -13,9 +15,12 @@ from climstack.stack.sources import bench_sources, git_sources
 PACKAGE = "mpich-testsuite"
 RECIPE = pins.PROJECT_ROOT / "repo" / "packages" / PACKAGE / "package.py"
 SLICES = ("smoke", "all")
-#: the host MPIs it is built against: Debian's MPICH 4.0.2 (the local site's host MPI) and
-#: MPICH 3.4.3 (the ARCHER2-style image's MPICH: Cray MPICH 8.1's base)
-HOSTS = ("debian-mpich", "mpich-3.4.3")
+#: the host MPIs it is built against for the MPICH ABI: Debian's MPICH 4.0.2 (the local
+#: site's host MPI), MPICH 3.4.3 (the ARCHER2-style image's MPICH: Cray MPICH 8.1's base)
+#: and 4.1.3 (Cray MPICH 9.0's base is 4.1.2)
+HOSTS = ("debian-mpich", "mpich-3.4.3", "mpich-4.1")
+#: the MPI whose mpicc_abi builds the standard-ABI suite
+STANDARD = "mpich-5"
 
 
 def _installed(prefix: Path) -> bool:
@@ -23,10 +28,11 @@ def _installed(prefix: Path) -> bool:
 
 
 def builds(tests: str, host: str) -> host_builds.HostBuilds:
-    """The slice `tests` against `host`: an environment of its own, so a run on one host
-    MPI (make test's) builds that one alone."""
+    """The slice `tests` against `host` (STANDARD: for the standard ABI): an environment of
+    its own, so a run on one host MPI (make test's) builds that one alone."""
+    abi = " abi=standard" if host == STANDARD else ""
     return host_builds.HostBuilds(
-        f"{PACKAGE} tests={tests}",
+        f"{PACKAGE} tests={tests}{abi}",
         RECIPE,
         pins.cache_dir() / "mpich-testsuite" / tests / host,
         complete=_installed,
@@ -38,3 +44,8 @@ def builds(tests: str, host: str) -> host_builds.HostBuilds:
 def prefixes(tests: str = "smoke", names=HOSTS) -> dict[str, Path]:
     """host name -> the suite's install prefix built against that host MPI."""
     return {name: builds(tests, name).prefixes()[name] for name in names}
+
+
+def standard_prefix(tests: str = "smoke") -> Path:
+    """The suite's install for the MPI-5 standard ABI (its programs link libmpi_abi.so.1)."""
+    return builds(tests, STANDARD).prefixes()[STANDARD]
