@@ -10,7 +10,8 @@ image's mpi-probe: the suite's programs are bound in, not the image's):
   first on the library path;
 - the MPI-5 standard ABI (`native-abi`, `bind-abi`: containers/mpi-abi): one build by MPICH
   5.0.2's mpicc_abi, run on each host's libmpi_abi.so.1, its own (MPICH 5, Intel MPI
-  2021.19) or mpi_abi_wrapper's over an MPI without that ABI.
+  2021.19, Open MPI 6 in its Debian sid root filesystem) or mpi_abi_wrapper's over an MPI
+  without that ABI.
 """
 
 import shlex
@@ -60,7 +61,13 @@ def launcher(host: abi_hosts.Host) -> str:
     """The host's launcher for runtests: its own command line, less the rank count."""
     argv = host.launch(1)
     at = next(i for i in range(len(argv) - 1) if argv[i : i + 2] == ["-n", "1"])
-    return shlex.join(argv[:at] + argv[at + 2 :])
+    argv = argv[:at] + argv[at + 2 :]
+    if not host.wrap:
+        return shlex.join(argv)
+    # in the host's own root filesystem (ch-run, which starts in /): started in the test's
+    # directory, $PWD when runtests' shell runs the line
+    root = argv.index(str(host.root))
+    return f'{shlex.join(argv[:root])} "--cd=$PWD" {shlex.join(argv[root:])}'
 
 
 def lane(host_name: str, route: str, tests: str, out: Path, image: Path | None,
