@@ -38,3 +38,4 @@ bench: setup
 	.venv/bin/python benchmarks/buildcache_speedup.py --registry
 	.venv/bin/python benchmarks/workflow_times.py
 	.venv/bin/python benchmarks/abi_matrix.py
+	.venv/bin/python benchmarks/abi_call_cost.py
