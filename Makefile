@@ -39,3 +39,4 @@ bench: setup
 	.venv/bin/python benchmarks/workflow_times.py
 	.venv/bin/python benchmarks/abi_matrix.py
 	.venv/bin/python benchmarks/abi_call_cost.py
+	bin/climstack bench scale

@@ -29,7 +29,8 @@ LAYERS = (
     ("bench.report",),  # the statistics and the report,
     ("bench.precise",),  # the precise profile: its runs, stopping rule and controls,
     ("bench.abi",),  # the MPI-5 standard ABI lane,
-    ("bench.suite",),  # MPICH's own test suite
+    ("bench.suite",),  # MPICH's own test suite,
+    ("bench.scale",),  # start-up and memory as ranks grow
     ("cli", "setup", "__main__", "workflow"),
 )
 #: folders cut into rooms of their own: each sub-package is a layer (bench.run, ...)

@@ -19,6 +19,7 @@ from climstack.bench.report import report
 from climstack.bench.results import collect, records
 from climstack.bench.run import catalogue, jobs, reuse, runner, stripes
 from climstack.bench.run.local import CCE_ENV, IMAGE, local_modes, mode_names, needs_cce
+from climstack.bench.scale import command as scale_command
 from climstack.bench.suite import command as suite_command
 from climstack.check import gate
 from climstack.cli import bench_workflow
@@ -307,6 +308,7 @@ def register(commands) -> None:
     )
     mpi5.set_defaults(run=lambda args: run_abi(args, fresh_out), resume=False)
     suite_command.add_parser(actions, fresh_out)
+    scale_command.add_parser(actions, fresh_out)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")
     rep.add_argument("paths", nargs="+", help="output files or directories (Slurm .out)")
     rep.add_argument("--out", help="report directory (default: FIRST_PATH/report)")

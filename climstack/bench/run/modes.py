@@ -96,12 +96,14 @@ def container(
     host_netcdf: dict[str, str | None] | None = None,
     work: Path | None = None,
     model_only: bool = False,
+    join: bool = True,
 ) -> Mode:
     """The catalogue's container mode `name` on `image_dir` (`climstack image`; `target`: the
     SIF Apptainer runs, made from it), with the local site's plan for the mode; a mode with
     host families binds `host_netcdf` ({name: prefix or None for the site's external}); the
     directory `work`, where the runs write, is bound at its own path, and `wrap(program,
-    cwd)` starts the program there (the runtime's own option: ch-run starts in /)."""
+    cwd)` starts the program there (the runtime's own option: ch-run starts in /); `join`
+    False: one container per rank even where the node's ranks could share one."""
     row = catalogue.get(name)
     plan_mode = row.plan
     families = {f: (host_netcdf or {}).get(f) for f in row.families} or None
@@ -130,7 +132,8 @@ def container(
 
     def wrap(program, cwd=None):  # the node's ranks share one container where it can
         image_path = target or image_dir
-        return launch.command(made, chosen, given, image_path, program, ranks, ranks, cwd)
+        joined = ranks if join else 0
+        return launch.command(made, chosen, given, image_path, program, ranks, joined, cwd)
 
     verified: dict[str, str | LookupError] = {}  # program -> its path, or why it cannot run
 
