@@ -112,9 +112,13 @@ def test_apptainer_runs_as_an_ordinary_user():
     """The release's own binary per rank (not bin/apptainer's Python wrapper), under one
     namespace around the launcher when run as root."""
     wrapper = apptainer.on_this_machine()
-    argv = as_user(["mpiexec", "-n", "2", wrapper, "exec", "--sharens", "x.sif", "p"])
+    argv = as_user(
+        ["mpiexec", "-n", "2", wrapper, "exec", "-B", "a:b", "x.sif", "p"], ["--sharens"]
+    )
     at = argv.index("exec")
     assert argv[at - 1] == str(provided_apptainer.built()) and wrapper not in argv
+    assert argv[at + 1] == "--sharens" and argv[-2:] == ["x.sif", "p"]
+    assert as_user(["mpiexec", "ch-run", "img"], ["--sharens"]) == ["mpiexec", "ch-run", "img"]
     assert argv[:3] == [sys.executable, "-m", "climstack.common.userns"]
 
 

@@ -12,7 +12,6 @@ from conftest import cpus_alone
 from climstack import pins
 from climstack.bind import loader
 from climstack.bind import plan as plans
-from climstack.check import container_smoke
 from climstack.errors import ClimstackError
 from climstack.inputs import sites
 from climstack.jobs import slurm
@@ -141,34 +140,11 @@ def test_apptainer_job_written_by_the_cli(cluster, image, tmp_path):
         assert proc.returncode == 0, proc.stderr
     text = job.read_text()
     assert "export APPTAINER_BIND=" in text
-    assert f"--ntasks=2 {apptainer.on_this_machine()} exec --sharens {image} " in text
+    assert f"--ntasks=2 {apptainer.on_this_machine()} exec {image} {helpers.BASE_PROBE}" in text
     code, output = cluster.sbatch_wait(job)
     assert code == 0, output
     assert "library: MPICH Version:\t4.0.2" in output and "ranks: 2" in output
     assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in output
-
-
-def test_an_apptainer_job_mounts_the_sif_once_per_node(cluster, archer2_image, tmp_path):
-    """The job's `apptainer exec --sharens`: the ranks srun starts on a node share one
-    container and one SIF mount (one root file system device per node), where without it
-    each rank mounts its own (the route `bench scale` measured growing by one per rank)."""
-    plan = plans.write(
-        plans.make_plan(sites.get("local"), mode="bind", runtime="apptainer", environ={}),
-        tmp_path / "plan",
-    )
-    sif = container_smoke.target("container-archer2", "apptainer", archer2_image)
-    ranks = slurm.Component(2, 4, ["sh", "-c", 'echo "root: $SLURMD_NODENAME $(stat -c %d /)"'])
-    text = slurm.script(sites.get("local"), plan, str(sif), [ranks])
-    assert f"{apptainer.on_this_machine()} exec --sharens {sif} sh -c" in text
-    devices = {}
-    for name, job in (("shared", text), ("per-rank", text.replace(" exec --sharens ", " exec "))):
-        code, output = submit(cluster, job, tmp_path, name)
-        assert code == 0, output
-        roots = [line.split()[1:] for line in output.splitlines() if line.startswith("root: ")]
-        assert len(roots) == 4 and {node for node, _ in roots} == {"n1", "n2"}, output
-        devices[name] = {node: {d for n, d in roots if n == node} for node in ("n1", "n2")}
-    assert all(len(found) == 1 for found in devices["shared"].values()), devices
-    assert all(len(found) == 2 for found in devices["per-rank"].values()), devices
 
 
 def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):

@@ -6,7 +6,8 @@ Charliecloud (a container per rank, or the node's ranks joined: `--join`) and un
 
 Apptainer runs as an ordinary user's does: the launcher under one user namespace (as root:
 climstack.common.userns; an ordinary user is in one already) and the release's own binary per
-rank, not bin/apptainer, whose Python wrapper would add its own start-up to every rank's.
+rank, not bin/apptainer: as root its wrapper gives each rank a namespace of its own (and its
+Python start-up), and `--sharens` followers could not join their first rank's instance.
 """
 
 import os
@@ -19,15 +20,16 @@ from climstack.bind import stages
 from climstack.launch import launchers, provided_apptainer, runtimes
 from climstack.launch.runtimes import apptainer
 
-#: name -> (runtime, bench local's catalogue mode, the node's ranks in one container: ch-run
-#: --join, Apptainer's --sharens), in the order a repeat starts from
+#: name -> (runtime, bench local's catalogue mode, the node's ranks in one container (ch-run
+#: --join), the runtime's options before the image (Apptainer's --sharens: the ranks of one
+#: parent share one container and SIF mount)), in the order a repeat starts from
 MODES = {
-    "native": (None, "native", False),
-    "apptainer": ("apptainer", "bind", False),
-    "apptainer-sharens": ("apptainer", "bind", True),
-    "charliecloud": ("charliecloud", "bind", False),
-    "charliecloud-joined": ("charliecloud", "bind", True),
-    "podman": ("podman", "bind-cdi", True),
+    "native": (None, "native", False, ()),
+    "apptainer": ("apptainer", "bind", False, ()),
+    "apptainer-sharens": ("apptainer", "bind", False, ("--sharens",)),
+    "charliecloud": ("charliecloud", "bind", False, ()),
+    "charliecloud-joined": ("charliecloud", "bind", True, ()),
+    "podman": ("podman", "bind-cdi", True, ()),
 }
 #: where a container rank's paths on the host's bind plan start (stages: the plan's links
 #: and the host side of its binds)
@@ -49,12 +51,16 @@ class Launch:
     install_root: str  # the native build's install tree ("" in a container)
 
 
-def as_user(argv: list[str]) -> list[str]:
-    """An Apptainer launch `argv` as an ordinary user's: one namespace around the launcher
-    (as root), the release's binary per rank."""
+def as_user(argv: list[str], options=()) -> list[str]:
+    """A launch `argv` that runs this machine's Apptainer, as an ordinary user's: one
+    namespace around the launcher (as root), the release's binary per rank, `options` after
+    its `exec`; any other as it is."""
     provided = apptainer.on_this_machine()
+    if provided not in argv:
+        return argv
     real = str(provided_apptainer.built() or provided)
-    argv = [real if part == provided else part for part in argv]
+    at = argv.index(provided)
+    argv = [*argv[:at], real, argv[at + 1], *options, *argv[at + 2 :]]
     if os.geteuid() == 0:
         return [sys.executable, "-m", "climstack.common.userns", *argv]
     return argv
@@ -72,12 +78,16 @@ class Modes:
         self.image_dir, self.sif, self.work = image_dir, sif, work
         self.programs: dict[tuple[str, str], str] = {}
 
+    def image(self, runtime: str) -> Path:
+        """What `runtime` runs: the SIF, or the image directory."""
+        return self.sif if runtimes.get(runtime).image_format == "sif" else self.image_dir
+
     def mode(self, name: str, ranks: int) -> modes.Mode:
-        runtime, row, join = MODES[name]
+        runtime, row, join, _ = MODES[name]
         launcher = launchers.get("mpiexec").argv(ranks)
         if runtime is None:
             return modes.native(launcher, self.prefixes, name)
-        target = self.sif if runtime == "apptainer" else None
+        target = self.image(runtime) if self.image(runtime) != self.image_dir else None
         env = {**os.environ, **runtimes.get(runtime).env(home=False)}
         return modes.container(
             row, self.image_dir, launcher, ranks, runtime, target, env=env, work=self.work,
@@ -87,18 +97,15 @@ class Modes:
     def launch(self, name: str, ranks: int, benchmark, cwd: Path | None = None) -> Launch:
         """`benchmark` (bench local's runner.Benchmark) in `name` on `ranks` ranks, started in
         `cwd`; LookupError (why) if the mode cannot run its program."""
-        runtime = MODES[name][0]
+        runtime, _, _, options = MODES[name]
         mode = self.mode(name, ranks)
         if mode.unavailable:
             raise LookupError(mode.unavailable)
         if (name, benchmark.name) not in self.programs:
             self.programs[(name, benchmark.name)] = mode.locate(benchmark)
         program = self.programs[(name, benchmark.name)]
-        argv = mode.wrap([program], cwd=str(cwd) if cwd else None)
-        if runtime == "apptainer":
-            argv = as_user(argv)
-        image_file = "" if runtime is None else str(self.sif if runtime == "apptainer" else
-                                                    self.image_dir)  # fmt: skip
+        argv = as_user(mode.wrap([program], cwd=str(cwd) if cwd else None), options)
+        image_file = str(self.image(runtime)) if runtime else ""
         root = os.path.commonpath([str(p) for p in self.prefixes.values()])
         return Launch(
             name, ranks, argv, mode.env or dict(os.environ), program, runtime is not None,

@@ -6,14 +6,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
-
-from climstack.bench.scale import growth  # noqa: E402
-from climstack.bench.scale.scale_modes import MODES  # noqa: E402
+from climstack.bench.scale import growth
+from climstack.bench.scale.scale_modes import MODES
 
 PLOTTED = ("start-up", "memory (PSS)", "processes", "SIF mounts", "metadata calls",
            "on the shared file system")  # fmt: skip
@@ -154,7 +148,14 @@ def _at_scale(shared: dict, loaders: list[dict]) -> list[str]:
 
 
 def plot(rows, path: Path) -> Path:
-    """Each plotted figure's median against ranks, per mode, both axes logarithmic."""
+    """Each plotted figure's median against ranks, per mode, both axes logarithmic
+    (matplotlib: the `bench` extra, imported here, so the tables need none)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
     figure, axes = plt.subplots(2, 3, figsize=(15, 8))
     colours = {mode: f"C{i}" for i, mode in enumerate(MODES)}
     for axis, name in zip(axes.flat, PLOTTED):

@@ -31,10 +31,6 @@ class Apptainer(Runtime):
     #: the command, and the prefixes of the variables it reads (first wins)
     command = PROGRAM
     prefixes = ("APPTAINER", "SINGULARITY")
-    #: the option by which the ranks one parent starts (a node's, under srun or mpiexec)
-    #: share one container and one image mount (Apptainer >= 1.3; `bench scale` measured it
-    #: flat per rank where one mount per rank is not); None: the runtime has none
-    sharing = "--sharens"
 
     def program(self, plan) -> str:
         """The command a plan runs: this machine's for site local, else the site's own."""
@@ -56,10 +52,10 @@ class Apptainer(Runtime):
     def exec_args(
         self, plan, image: str, command: list[str], join: int = 0, cwd: str | None = None
     ) -> list[str]:
-        """`<runtime> exec` with the binds and variables as options; `join` > 0: the node's
-        ranks share one container (`sharing`), else one container per rank."""
+        """`<runtime> exec` with the binds and variables as options; one container per
+        rank (`join` is ignored)."""
         self.check_bind_paths(plan)
-        args = [self.program(plan), "exec", *([self.sharing] if join and self.sharing else [])]
+        args = [self.program(plan), "exec"]
         for src, dst in plan.binds:
             args += ["-B", f"{src}:{dst}"]
         for key, value in plan.runtime_env().items():
@@ -71,14 +67,12 @@ class Apptainer(Runtime):
     def job_lines(
         self, plan, image: str, command: list[str], here: bool = False
     ) -> tuple[list[str], str]:
-        """(lines before srun, the per-rank command): the exports carry the plan, the ranks of
-        a node share one container (`sharing`); `here`: start in the step's directory
-        (Apptainer binds it by default)."""
+        """(lines before srun, the per-rank command): the exports carry the plan; `here`:
+        start in the step's directory (Apptainer binds it by default)."""
         lines = self.exports(plan).splitlines()
         where = ' "--pwd=$PWD"' if here else ""  # expanded at run time
         rest = shlex.join([image, *command])
-        program = [self.program(plan), "exec", *([self.sharing] if self.sharing else [])]
-        return lines, f"{shlex.join(program)}{where} {rest}"
+        return lines, f"{shlex.join([self.program(plan), 'exec'])}{where} {rest}"
 
     def env(self, home: bool = True) -> dict[str, str]:
         """Without the home: the plan binds nothing under $HOME, where it would mount it."""
