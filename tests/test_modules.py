@@ -204,6 +204,11 @@ def test_the_image_as_a_module_runs_its_programs_on_the_host_mpi_in_the_working_
     verified = re.search(r"(\d+) MPI programs verified under the plan, (\d+) serial", made.stdout)
     assert verified and int(verified.group(1)) >= 3, made.stdout  # mpi-probe, OSU, MOM6 ...
     assert "--model-only" not in made.stderr  # each confirmed by the image's own ld.so
+    if form == "sif":  # the ranks of a program that starts MPI share one container
+        shared = {p.name for p in (root / "archer2-image" / "latest" / "bin").iterdir()
+                  if " exec --sharens " in p.read_text()}  # fmt: skip
+        assert {"mpi-probe", "MOM6", "benchio"} <= shared, shared
+        assert not {"ncdump", "ncgen", "bpls"} & shared, shared  # MPI loaded, never started
     work = tmp_path / "work"
     work.mkdir()
     (work / "data.cdl").write_text("netcdf data {\ndimensions:\n  x = 3 ;\nvariables:\n"

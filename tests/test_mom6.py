@@ -115,6 +115,17 @@ def test_the_images_build_on_the_host_mpi_is_bit_identical_to_native(two_runs):
     assert record["digests"]["ocean.stats"] == first["digests"]["ocean.stats"]
 
 
+def test_under_apptainer_one_container_per_node_it_is_bit_identical_to_native(two_runs):
+    """The same under Apptainer, the node's ranks in one container (`--sharens`, what job
+    scripts and image modules write): the SIF mounted once, the answers unchanged."""
+    top, first, _ = two_runs
+    out = run_case(
+        top / "sharens", "--mode", "bind", "--runtime", "apptainer", "--against", top / "a"
+    )
+    assert "mom6-benchmark (bind): main loop" in out and "bit-identical" in out
+    assert "--sharens" in json.loads((top / "sharens" / cases.RECORD).read_text())["argv"]
+
+
 def test_a_perturbed_parameter_fails_the_comparison_naming_the_variables(two_runs, mom6):
     """Vertical viscosity KV 1.0e-4 -> 1.1e-4: the model's answers change, and so must the
     verdict, loudly (exit 1), with each differing variable and its largest differences."""

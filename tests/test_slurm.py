@@ -12,7 +12,9 @@ from conftest import cpus_alone
 from climstack import pins
 from climstack.bind import loader
 from climstack.bind import plan as plans
+from climstack.check import container_smoke
 from climstack.errors import ClimstackError
+from climstack.image.image import VIEW
 from climstack.inputs import sites
 from climstack.jobs import slurm
 from climstack.launch import runtimes
@@ -140,11 +142,58 @@ def test_apptainer_job_written_by_the_cli(cluster, image, tmp_path):
         assert proc.returncode == 0, proc.stderr
     text = job.read_text()
     assert "export APPTAINER_BIND=" in text
-    assert f"--ntasks=2 {apptainer.on_this_machine()} exec {image} {helpers.BASE_PROBE}" in text
+    program = f"{apptainer.on_this_machine()} exec --sharens {image} {helpers.BASE_PROBE}"
+    assert f"--ntasks=2 {program}" in text
     code, output = cluster.sbatch_wait(job)
     assert code == 0, output
     assert "library: MPICH Version:\t4.0.2" in output and "ranks: 2" in output
     assert f"loaded: {plans.LINKS_DIR}/libmpi.so.12" in output
+
+
+def test_only_a_program_that_starts_mpi_shares_a_container(archer2_image, tmp_path):
+    """`climstack slurm` writes `--sharens` for a program that calls MPI_Init (its first rank
+    waits there for every follower), not for one that never does (ncdump: it loads MPI
+    through parallel NetCDF): its followers could come after the first rank has ended."""
+    tool = str(pins.PROJECT_ROOT / "bin" / "climstack")
+    plan_dir = tmp_path / "plan"
+    made = subprocess.run([tool, "bind", "local", "--runtime", "apptainer", "--out", plan_dir],
+                          capture_output=True, text=True)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    sif = container_smoke.target("container-archer2", "apptainer", archer2_image)
+    for program, shared in ((container_smoke.PROBE, True), (f"{VIEW}/bin/ncdump", False)):
+        job = subprocess.run([tool, "slurm", "local", "--plan", plan_dir, "--image", sif,
+                              "--ntasks", "2", "--command", program],
+                             capture_output=True, text=True)  # fmt: skip
+        assert job.returncode == 0, job.stderr
+        assert (" exec --sharens " in job.stdout) is shared, job.stdout
+
+
+def test_an_apptainer_job_mounts_the_sif_once_per_node(cluster, archer2_image, tmp_path):
+    """The job's `apptainer exec --sharens`: the ranks srun starts on a node share one
+    container and one SIF mount (one root file system device per node), where without it
+    each rank mounts its own (the route `bench scale` measured growing by one per rank).
+    Each rank prints its root's device, then runs the image's mpi-probe on the host MPI:
+    an MPI program, whose first rank waits in MPI_Init until every follower has joined."""
+    plan = plans.write(
+        plans.make_plan(sites.get("local"), mode="bind", runtime="apptainer", environ={}),
+        tmp_path / "plan",
+    )
+    sif = container_smoke.target("container-archer2", "apptainer", archer2_image)
+    rank = 'echo "root: $SLURMD_NODENAME $(stat -c %d /)"; exec ' + container_smoke.PROBE
+    text = slurm.script(
+        sites.get("local"), plan, str(sif), [slurm.Component(2, 4, ["sh", "-c", rank])]
+    )
+    assert f"{apptainer.on_this_machine()} exec --sharens {sif} sh -c" in text
+    devices = {}
+    for name, job in (("shared", text), ("per-rank", text.replace(" exec --sharens ", " exec "))):
+        code, output = submit(cluster, job, tmp_path, name)
+        assert code == 0, output
+        assert "library: MPICH Version:\t4.0.2" in output and "ranks: 4" in output, output
+        roots = [line.split()[1:] for line in output.splitlines() if line.startswith("root: ")]
+        assert len(roots) == 4 and {node for node, _ in roots} == {"n1", "n2"}, output
+        devices[name] = {node: {d for n, d in roots if n == node} for node in ("n1", "n2")}
+    assert all(len(found) == 1 for found in devices["shared"].values()), devices
+    assert all(len(found) == 2 for found in devices["per-rank"].values()), devices
 
 
 def test_export_none_is_refused_for_heterogeneous_jobs(image, tmp_path):
@@ -168,9 +217,9 @@ def test_cray_site_scripts_use_cray_shasta_and_the_sites_runtime(tmp_path):
         "LD_LIBRARY_PATH": "/opt/cray/libfabric/1.12.1.2.2.0.0/lib64:"
         "/opt/cray/xpmem/2.6.2-2.5_2.22/lib64"
     }
-    for site, account, prefix, environ, runtime in (
-        ("archer2", "--account=[budget code]", None, {}, "singularity"),
-        ("gaea-c5", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env, "apptainer"),
+    for site, account, prefix, environ, runtime in (  # SingularityCE has no --sharens
+        ("archer2", "--account=[budget code]", None, {}, "singularity exec"),
+        ("gaea-c5", "--clusters=c5", cray_tree.CRAY_MPICH, gaea_env, "apptainer exec --sharens"),
     ):
         plan = plans.write(
             plans.make_plan(
@@ -189,13 +238,13 @@ def test_cray_site_scripts_use_cray_shasta_and_the_sites_runtime(tmp_path):
         )
         assert (
             "srun --mpi=cray_shasta --cpu-bind=cores --nodes=2 --ntasks=256 "
-            f"--het-group=0 {runtime} exec /work/n02/app.sif /opt/view/bin/atmos" in text
+            f"--het-group=0 {runtime} /work/n02/app.sif /opt/view/bin/atmos" in text
         )
         assert ": --mpi=cray_shasta" in text and f"#SBATCH {account}" in text
         assert "export SINGULARITY_BIND=" in text
         assert "export SINGULARITYENV_LD_LIBRARY_PATH=/opt/climstack/bind/lib" in text
         # SingularityCE (ARCHER2) reads no APPTAINER* variables; Apptainer reads both
-        assert ("export APPTAINER_BIND=" in text) == (runtime == "apptainer")
+        assert ("export APPTAINER_BIND=" in text) == runtime.startswith("apptainer")
         if site == "archer2":  # the published job script's setup, in order
             assert (
                 "module load cray-mpich-abi\nexport SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK"

@@ -80,12 +80,21 @@ class Elf:
         copies = self.objects if self.interpreter else set()
         return {s for s in self.imports | copies if is_mpi_symbol(s)}
 
+    def starts_mpi(self) -> bool:
+        """Does it call MPI_Init or MPI_Init_thread itself (C or Fortran)? Its first rank
+        then waits there until every rank has started."""
+        return any(s.lower().rstrip("_") in MPI_INIT for s in self.imports)
+
     def mpi_exports(self) -> set[str]:
         return {s for s in self.exports if is_mpi_symbol(s)}
 
     def compatible(self, other: "Elf") -> bool:
         """Could the loader load `other` into this file's process (same class and machine)?"""
         return (self.machine, self.elfclass) == (other.machine, other.elfclass)
+
+
+#: the calls that start MPI (C's, and Fortran's symbols less their trailing underscores)
+MPI_INIT = {"mpi_init", "mpi_init_thread"}
 
 
 def is_mpi_symbol(name: str) -> bool:

@@ -18,6 +18,7 @@ class Report:
     host_base: str = ""
     glibc: str = ""  # the image's C library
     remedy: str = ""  # the plan's RPATH remedy, under which the loader was followed
+    starts_mpi: bool = False  # it calls MPI_Init itself (elf.Elf.starts_mpi)
     remedies: dict[str, str] = field(default_factory=dict)  # name -> "" (applies) or why not
     importers: list[str] = field(default_factory=list)  # files whose MPI imports count
     imported: int = 0

@@ -171,6 +171,7 @@ def _read_executable(report: Report, executable: str, plain: loader.View):
     """Its ELF as loaded; DT_NEEDED, RPATH and RUNPATH reported."""
     top = loader.load(executable, plain)
     report.needed, report.rpath, report.runpath = top.info.needed, top.info.rpath, top.info.runpath
+    report.starts_mpi = top.info.starts_mpi()
     return top
 
 

@@ -25,19 +25,20 @@ def require_families(plan: Plan, wanted: dict) -> None:
 
 def preflight(
     plan: Plan, image: Path, components: list[Component], model_only: bool = False
-) -> None:
+) -> list:
     """In bind mode, every component's executable must load the host MPI and the host's
     families, and the image's own ld.so (under the plan's runtime) must confirm its link
-    map, unless `model_only` accepts climstack's model alone. A SIF is read unpacked."""
+    map, unless `model_only` accepts climstack's model alone. A SIF is read unpacked. Their
+    reports (none in another mode)."""
     if plan.mode != "bind":
-        return
+        return []
     if not image.exists():
         raise ClimstackError(
             f"--image {image} does not exist",
             fix="give the image directory or .sif the job runs (or --no-verify to write the "
             "script without checking it)",
         )
-    gate.require(
+    return gate.require(
         plan,
         image,
         [component.command[0] for component in components],
@@ -81,8 +82,9 @@ def register(commands) -> None:
                 "--component 'NODESxTASKS PROG ARGS' per het component",
             )
         require_families(plan, families.parse_with(args.with_families))
-        if not args.no_verify:
-            preflight(plan, args.image, components, args.model_only)
+        reports = (
+            [] if args.no_verify else preflight(plan, args.image, components, args.model_only)
+        )
         text = script(
             site_of(plan, args.site, args.plan),  # resolved once, here
             plan,
@@ -93,6 +95,8 @@ def register(commands) -> None:
             args.sbatch,
             args.parity,
             args.parity_probe,
+            # a node's ranks share one container only where each program starts MPI itself
+            share=all(report.starts_mpi for report in reports),
         )
         if args.output:
             args.output.write_text(text)

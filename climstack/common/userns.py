@@ -12,8 +12,10 @@ it, goes on to exec (it stays the same process: signals and exit statuses are th
 """
 
 import ctypes
+import fcntl
 import os
 import sys
+from pathlib import Path
 
 from climstack.errors import ToolFailure
 
@@ -55,6 +57,49 @@ def enter(ids: int = IDS) -> None:
             fix="allow user namespaces (sysctl user.max_user_namespaces > 0; on Debian "
             "kernel.unprivileged_userns_clone=1), or run as an ordinary user",
         )
+
+
+def enter_with_siblings(records: Path) -> None:
+    """As root: root of the user namespace of this process's siblings (the processes of its
+    parent: the ranks a launcher starts on a node), made by the first of them. An ordinary
+    user's ranks all run in the user's one namespace, which Apptainer's `--sharens` needs: its
+    followers join the first rank's instance. The first records its pid in a file per parent
+    under `records`; the others setns(2) into its namespace (root may: it owns it)."""
+    records.mkdir(parents=True, exist_ok=True)
+    with open(records / f"parent-{os.getppid()}", "a+") as record:
+        fcntl.flock(record, fcntl.LOCK_EX)
+        record.seek(0)
+        first = record.read().strip()
+        if first.isdigit() and _sibling(int(first)):
+            _join(int(first))
+            return
+        enter()
+        record.seek(0)
+        record.truncate()
+        record.write(f"{os.getpid()}\n")
+
+
+def _sibling(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return int(stat.rsplit(")", 1)[1].split()[1]) == os.getppid()
+
+
+def _join(pid: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    descriptor = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
+    try:
+        if libc.setns(descriptor, CLONE_NEWUSER) != 0:
+            raise ToolFailure(
+                f"cannot join the user namespace of process {pid}, this one's sibling: "
+                f"{os.strerror(ctypes.get_errno())}",
+                fix="run as an ordinary user (one namespace for every rank), or without "
+                "--sharens",
+            )
+    finally:
+        os.close(descriptor)
 
 
 def main(argv: list[str]) -> int:

@@ -38,22 +38,28 @@ def programs(image_dir: Path) -> list[str]:
     return found
 
 
-def mpi_programs(image_dir: Path, names: list[str]) -> list[str]:
-    """Those of the view's programs `names` that load an MPI library, directly or through a
-    library of the view (the rest, serial programs and scripts, load none)."""
+def mpi_programs(image_dir: Path, names: list[str]) -> tuple[list[str], list[str]]:
+    """(those of the view's programs `names` that load an MPI library, directly or through a
+    library of the view: the rest, serial programs and scripts, load none; those of them
+    that call MPI_Init themselves)."""
     files = [
         *image_check.scan(Path(BIN), sysroot=image_dir),
         *image_check.scan(Path(f"{image.VIEW}/lib"), sysroot=image_dir),
     ]
-    users = {Path(f.path) for f in image_check.mpi_users(files)}
+    users = {Path(f.path): f for f in image_check.mpi_users(files)}
     real = {name: image_check.resolve_in(image_dir, PurePosixPath(BIN) / name) for name in names}
-    return [name for name in names if real[name] in users]
+    mpi = [name for name in names if real[name] in users]
+    return mpi, [name for name in mpi if users[real[name]].starts_mpi()]
 
 
-def wrapper(plan, image_path: str, program: str) -> str:
-    """The script that runs `program` of the image under the plan, in $PWD."""
+def wrapper(plan, image_path: str, program: str, shared: bool) -> str:
+    """The script that runs `program` of the image under the plan, in $PWD; `shared`: the
+    node's ranks share one container where the runtime can (`sharing`), for a program that
+    calls MPI_Init itself: its first rank waits there until every other has joined it. The
+    rest (ncdump: parallel NetCDF loads MPI, but never starts it) run one container each."""
     runtime = runtimes.get(plan.runtime)
-    lines, command = runtime.job_lines(plan, image_path, [f"{BIN}/{program}"], here=True)
+    alone = {} if shared or not runtime.sharing else {"share": False}
+    lines, command = runtime.job_lines(plan, image_path, [f"{BIN}/{program}"], True, **alone)
     if any(not line.startswith(("#", "export ")) for line in lines):
         raise ClimstackError(
             f"runtime {plan.runtime} starts a job with more than variables (one container "
@@ -98,9 +104,9 @@ def write(plan, image_path: Path, root: Path, name: str, version: str, gate) -> 
     runtime.check_image(plan, image_path)
     with sif_image.files(image_path) as files:  # a SIF: its file system, unpacked
         names = programs(files)
-        mpi = mpi_programs(files, names)
+        mpi, starters = mpi_programs(files, names)
         gate(mpi, files)
-    scripts = {n: wrapper(plan, str(image_path), n) for n in names}
+    scripts = {n: wrapper(plan, str(image_path), n, n in starters) for n in names}
     final, module = root / name / version, root / name / f"{version}.lua"
     (root / name).mkdir(parents=True, exist_ok=True)
 

@@ -64,7 +64,9 @@ def script(
     extra: list[str] = (),
     parity_native: str = "",
     parity_probe: str = parity.DEFAULT_PROBE,
+    share: bool = True,
 ) -> str:
+    """The job script; `share` False: each rank its own container (see launch.job_step)."""
     config = site.slurm
     het = len(components) > 1
     if het and export.upper() == "NONE":
@@ -92,7 +94,9 @@ def script(
             ]
         )
     shapes = [(c.ntasks, c.nodes, c.command) for c in components]
-    before, step = launch.job_step(plan, runtimes.get(plan.runtime), srun(site), image, shapes)
+    before, step = launch.job_step(
+        plan, runtimes.get(plan.runtime), srun(site), image, shapes, share=share
+    )
     return rendering.render(
         "climstack.jobs",
         "job.sh.j2",

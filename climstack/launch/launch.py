@@ -53,16 +53,21 @@ def launch(
     )
 
 
-def job_step(plan, runtime: Runtime, launcher: Launcher, image: str, components, here=False):
+def job_step(
+    plan, runtime: Runtime, launcher: Launcher, image: str, components, here=False, share=True
+):
     """(lines before the step, the step) of a job script that runs every (ranks, nodes,
     argv) of `components` in `image`: one launch, heterogeneous when there are several;
-    `here`: each rank starts in the step's working directory."""
+    `here`: each rank starts in the step's working directory; `share` False: one container
+    per rank even where the runtime could share one (a program that never calls MPI_Init)."""
     het = len(components) > 1
     before, parts = [], []
+    # each only when asked: a plug-in written before it still emits the other jobs
+    options = {"here": True} if here else {}
+    options |= {} if share or not runtime.sharing else {"share": False}
     for index, (ranks, nodes, argv) in enumerate(components):
-        # `here` only when asked: a plug-in written before it still emits the other jobs
         argv = remedied(plan, image, argv)
-        lines, rank = runtime.job_lines(plan, image, argv, **({"here": True} if here else {}))
+        lines, rank = runtime.job_lines(plan, image, argv, **options)
         before += lines if index == 0 else []
         parts.append((launcher.argv(ranks, nodes, het_group=index if het else None), rank))
     return before, launcher.step(parts)

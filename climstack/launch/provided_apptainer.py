@@ -10,12 +10,15 @@ back CAP_SYS_RESOURCE) gets "Requesting capability set ... while permitted capab
 is ..." instead of a container. In the namespace it has them all, and builds, execs and
 mounts as an ordinary user's would. The namespace maps ids 0-65535 onto themselves
 (climstack.common.userns), not root alone: Apptainer there still counts as root and restores
-each pulled file's owner, which must be mapped (`/etc/gshadow` is group shadow's).
+each pulled file's owner, which must be mapped (`/etc/gshadow` is group shadow's). With
+`--sharens`, the ranks of one parent share one such namespace, as an ordinary user's ranks
+share theirs: each in its own, the followers could not join the first rank's instance.
 """
 
 import os
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from climstack import pins
@@ -37,6 +40,8 @@ HOME = "apptainer"
 #: the prefix this checkout's setup built or found, recorded beside the Python that runs
 #: bin/apptainer: an image module's wrapper runs under its user's cache, not the publisher's
 LINK = pins.PROJECT_ROOT / ".venv" / "apptainer"
+#: as root, where the first rank of each parent records the namespace its siblings join
+SIBLINGS = Path(tempfile.gettempdir()) / f"climstack-userns-{os.getuid()}"
 
 
 def entry(toolchains: tuple[str, ...] = ()) -> cache.Entry:
@@ -139,7 +144,9 @@ def command(argv: list[str]) -> list[str]:
 def main(argv=None) -> int:
     try:
         args = command(sys.argv[1:] if argv is None else argv)
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and "--sharens" in args:  # the ranks of one parent: one namespace
+            userns.enter_with_siblings(SIBLINGS)
+        elif os.geteuid() == 0:
             userns.enter()
     except ClimstackError as err:
         print(f"apptainer (climstack): error: {err}", file=sys.stderr)

@@ -31,6 +31,12 @@ class Apptainer(Runtime):
     #: the command, and the prefixes of the variables it reads (first wins)
     command = PROGRAM
     prefixes = ("APPTAINER", "SINGULARITY")
+    #: the option by which the ranks one parent starts (a node's, under srun or mpiexec)
+    #: share one container and one image mount (Apptainer >= 1.3; `bench scale` measured it
+    #: flat per rank where one mount per rank is not); None: the runtime has none. Only for
+    #: MPI programs: a follower joins the first rank's container, which must still run, and
+    #: an MPI program's first rank waits in MPI_Init for every other (docs/performance.md)
+    sharing = "--sharens"
 
     def program(self, plan) -> str:
         """The command a plan runs: this machine's for site local, else the site's own."""
@@ -52,10 +58,10 @@ class Apptainer(Runtime):
     def exec_args(
         self, plan, image: str, command: list[str], join: int = 0, cwd: str | None = None
     ) -> list[str]:
-        """`<runtime> exec` with the binds and variables as options; one container per
-        rank (`join` is ignored)."""
+        """`<runtime> exec` with the binds and variables as options; `join` > 0: the node's
+        ranks share one container (`sharing`), else one container per rank."""
         self.check_bind_paths(plan)
-        args = [self.program(plan), "exec"]
+        args = [self.program(plan), "exec", *self._shared(join > 0)]
         for src, dst in plan.binds:
             args += ["-B", f"{src}:{dst}"]
         for key, value in plan.runtime_env().items():
@@ -65,14 +71,19 @@ class Apptainer(Runtime):
         return [*args, image, *command]
 
     def job_lines(
-        self, plan, image: str, command: list[str], here: bool = False
+        self, plan, image: str, command: list[str], here: bool = False, share: bool = True
     ) -> tuple[list[str], str]:
         """(lines before srun, the per-rank command): the exports carry the plan; `here`:
-        start in the step's directory (Apptainer binds it by default)."""
+        start in the step's directory (Apptainer binds it by default); `share`: the ranks of
+        a node share one container (`sharing`: an MPI program's)."""
         lines = self.exports(plan).splitlines()
         where = ' "--pwd=$PWD"' if here else ""  # expanded at run time
         rest = shlex.join([image, *command])
-        return lines, f"{shlex.join([self.program(plan), 'exec'])}{where} {rest}"
+        program = [self.program(plan), "exec", *self._shared(share)]
+        return lines, f"{shlex.join(program)}{where} {rest}"
+
+    def _shared(self, share: bool) -> list[str]:
+        return [self.sharing] if share and self.sharing else []
 
     def env(self, home: bool = True) -> dict[str, str]:
         """Without the home: the plan binds nothing under $HOME, where it would mount it."""

@@ -30,6 +30,9 @@ class Runtime(ABC):
     read_only_binds: ClassVar[bool] = False
     #: a killed launch can leave its containers (and their monitor) running behind it
     outlives_its_launch: ClassVar[bool] = False
+    #: the option by which the ranks of a node share one container in a job (Apptainer's
+    #: --sharens), which its job_lines then take a `share` keyword for; None: none
+    sharing: ClassVar[str | None] = None
 
     def check_bind_paths(self, plan) -> None:
         """Refuse paths the runtime's bind syntax cannot express."""
@@ -63,7 +66,9 @@ class Runtime(ABC):
         self, plan, image: str, command: list[str], here: bool = False
     ) -> tuple[list[str], str]:
         """(lines before the job step, the per-rank command) of a job script; `here`: the
-        command starts in the step's working directory ($PWD at run time), bound in."""
+        command starts in the step's working directory ($PWD at run time), bound in. A
+        runtime with `sharing` also takes `share` (default True: a node's ranks share one
+        container; False for a program that is not MPI's)."""
 
     def exporter(self) -> "Runtime":
         """The runtime whose `exports` carry this one's plan in a job's environment
