@@ -72,10 +72,6 @@ def run_scale(args, fresh_out) -> int:
         [] if args.model_ranks == "none" else _ranks(args.model_ranks, "--model-ranks", 1)
     )
     rows = scale_run.run(modes, out, ranks, args.repeats, model_ranks)
-    if model := scale_run.model_loader(prefixes, out):
-        rows.append(model)
-        with open(out / "runs.jsonl", "a") as log:
-            log.write(json.dumps(model) + "\n")
     table = scale_report.markdown(rows, str(out / "runs.jsonl"))
     title = "# Start-up and memory as ranks grow (`climstack bench scale`)\n\n"
     atomic.write_text(out / "scale.md", title + table + "\n![growth](scale.png)\n")

@@ -77,6 +77,8 @@ class Modes:
         self.names, self.prefixes = list(names), prefixes
         self.image_dir, self.sif, self.work = image_dir, sif, work
         self.programs: dict[tuple[str, str], str] = {}
+        #: where the native build's prefixes sit: the shared file system a centre installs into
+        self.install_root = os.path.commonpath([str(p) for p in prefixes.values()])
 
     def image(self, runtime: str) -> Path:
         """What `runtime` runs: the SIF, or the image directory."""
@@ -106,8 +108,7 @@ class Modes:
         program = self.programs[(name, benchmark.name)]
         argv = as_user(mode.wrap([program], cwd=str(cwd) if cwd else None), options)
         image_file = str(self.image(runtime)) if runtime else ""
-        root = os.path.commonpath([str(p) for p in self.prefixes.values()])
         return Launch(
             name, ranks, argv, mode.env or dict(os.environ), program, runtime is not None,
-            image_file, "" if runtime else root,
+            image_file, "" if runtime else self.install_root,
         )  # fmt: skip

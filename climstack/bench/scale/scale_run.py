@@ -46,7 +46,8 @@ def record(mode: str, ranks: int, repeat: int, seen: observe.Observation) -> dic
 
 def run(modes: Modes, out: Path, ranks=RANKS, repeats: int = 3, model_ranks=MODEL_RANKS):
     """Every run into out/runs.jsonl: osu_init's launches on `ranks`, MOM6's on
-    `model_ranks`; a mode that cannot launch is recorded once with why."""
+    `model_ranks` and its loader's calls; a mode that cannot launch is recorded once with
+    why."""
     rows, runs = [], out / "runs.jsonl"
     refused: dict[str, str] = {}
     with progress.step(f"warming up {len(modes.names)} modes on {ranks[0]} ranks"):
@@ -83,6 +84,9 @@ def run(modes: Modes, out: Path, ranks=RANKS, repeats: int = 3, model_ranks=MODE
                 f"bench scale: {done} of {len(cells)} ({name}, {count} ranks, repeat "
                 f"{repeat}; {time.monotonic() - started:.0f} s)"
             )
+        if model_ranks and (loader := model_loader(modes, out)):
+            rows.append(loader)
+            log.write(json.dumps(loader) + "\n")
     return rows
 
 
@@ -101,15 +105,14 @@ def _model(modes: Modes, name: str, ranks: int, repeat: int, out: Path) -> dict:
             "model_wall_s": ran.wall_s, "to_main_loop_s": round(to_loop, 4)}  # fmt: skip
 
 
-def model_loader(prefixes: dict, out: Path) -> dict | None:
+def model_loader(modes: Modes, out: Path) -> dict | None:
     """The calls MOM6's loader makes natively, once (LD_TRACE_LOADED_OBJECTS: its libraries
     found and mapped, nothing run): a climate model's look-ups per rank, beside osu_init's."""
-    if "mom6" not in prefixes:
+    if "mom6" not in modes.prefixes:
         return None
-    program = str(prefixes["mom6"] / "bin" / "MOM6")
-    root = os.path.commonpath([str(p) for p in prefixes.values()])
+    program = str(modes.prefixes["mom6"] / "bin" / "MOM6")
     argv = ["env", "LD_TRACE_LOADED_OBJECTS=1", program]
-    launch = Launch("native", 1, argv, dict(os.environ), program, False, "", root)
+    launch = Launch("native", 1, argv, dict(os.environ), program, False, "", modes.install_root)
     calls = observe.traced(launch, out / "strace" / "mom6-loader").calls
     return {"loader": "MOM6", "mode": "native", "calls": calls,
             "calls_shared": calls["install tree"]}  # fmt: skip
