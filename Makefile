@@ -40,3 +40,4 @@ bench: setup
 	.venv/bin/python benchmarks/abi_matrix.py
 	.venv/bin/python benchmarks/abi_call_cost.py
 	bin/climstack bench scale
+	.venv/bin/python benchmarks/mpich_suite.py

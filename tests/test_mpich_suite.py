@@ -148,3 +148,38 @@ def test_a_run_lists_each_test_once_with_no_more_ranks_than_it_has(tmp_path):
     assert [o.test for o in suite_run.named(reported, plan.lines)] == plan.lines
     with pytest.raises(ClimstackError, match="the list does not hold next"):
         suite_run.named([Outcome("other 2", True, 1.0)], plan.lines)
+
+
+def test_shards_split_every_list_and_their_records_merge_into_one_report(tmp_path):
+    """`--shard K/N` takes every N-th test from the K-th (of the tests run, the ones left
+    out and the ones not built alike), so the shards together are the slice, each once;
+    `--report` judges the shards' records as one run, and refuses a mixture of slices."""
+    plan = suite_run.Planned([f"coll/t{i} 2" for i in range(7)], ["coll/big 10"], ["a/x 2"])
+    shards = [plan.shard(k, 3) for k in (1, 2, 3)]
+    assert shards[1].lines == ["coll/t1 2", "coll/t4 2"]
+    for part in ("lines", "too_many_ranks", "not_built"):
+        together = sorted(t for s in shards for t in getattr(s, part))
+        assert together == sorted(getattr(plan, part))
+    paths = []
+    for k, shard in enumerate(shards, start=1):
+        outcomes = [Outcome(t, t != "coll/t4 2", 1.0) for t in shard.lines]
+        lane = judged.Lane(HOST, "native", outcomes, {}, len(shard.not_built),
+                           len(shard.too_many_ranks), "Debian's MPICH 4.0.2")  # fmt: skip
+        paths.append(tmp_path / f"{k}.json")
+        paths[-1].write_text(json.dumps(command.record([lane], "all", (k, 3))))
+    lanes, what = command.merged(paths)
+    assert what == "all, shards 1,2,3 of 3" and len(lanes) == 1
+    assert lanes[0].passed == 6 and lanes[0].failed == ["coll/t4 2"] and not lanes[0].ok
+    assert (lanes[0].not_built, lanes[0].too_many_ranks) == (1, 1)
+    proc = subprocess.run([PROJECT_ROOT / "bin" / "climstack", "bench", "suite", "--report",
+                           *paths], capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 1 and "| 7 | 6 | 1 | 0 | 0 | 1 | 1 |" in proc.stdout, proc.stdout
+    other = tmp_path / "smoke.json"
+    other.write_text(json.dumps(command.record([lanes[0]], "smoke")))
+    with pytest.raises(ClimstackError, match="different slices"):
+        command.merged([paths[0], other])
+    with pytest.raises(ClimstackError, match="repeated shards"):
+        command.merged([paths[0], paths[0]])
+    bad = subprocess.run([PROJECT_ROOT / "bin" / "climstack", "bench", "suite", "--shard",
+                          "4/3"], capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "--shard 4/3: not K/N" in bad.stderr

@@ -31,6 +31,7 @@ def _names(given: str | None, known, option: str) -> list[str]:
 
 
 def run_suite(args, fresh_out) -> int:
+    shard = _shard(args.shard)
     hosts = _names(args.hosts, suite_lanes.HOSTS, "--hosts")
     routes = _names(args.routes, suite_lanes.ROUTES, "--routes")
     args.out = args.out or pins.cache_dir() / "bench" / time.strftime("suite-%Y%m%d-%H%M%S")
@@ -38,6 +39,7 @@ def run_suite(args, fresh_out) -> int:
     if out.exists() and args.force:
         shutil.rmtree(out)
     given = {"mpich": args.image, "standard": args.abi_image}
+    what = args.tests + (f", shard {args.shard}" if shard != (1, 1) else "")
     images: dict[str, Path] = {}
 
     def image_of(route: str) -> Path:
@@ -51,13 +53,13 @@ def run_suite(args, fresh_out) -> int:
     for host in hosts:
         for route in (r for r in routes if host in suite_lanes.hosts_of(r)):
             where = image_of(route) if route in suite_lanes.NATIVE_OF else None
-            with progress.step(f"MPICH's test suite ({args.tests}) on {host}, {route}"):
+            with progress.step(f"MPICH's test suite ({what}) on {host}, {route}"):
                 made = suite_lanes.lane(host, route, args.tests, out / host, where,
                                         args.model_only)  # fmt: skip
                 outcomes = suite_run.run(
-                    made.suite, made.mpiexec, out / host / route, made.wrapper, made.env
+                    made.suite, made.mpiexec, out / host / route, made.wrapper, made.env, shard
                 )
-            plan_of = suite_run.planned(made.suite)
+            plan_of = suite_run.planned(made.suite).shard(*shard)
             lanes.append(
                 judged.Lane(host, route, outcomes, judged.expected(host, route),
                             len(plan_of.not_built), len(plan_of.too_many_ranks), made.title)
@@ -67,23 +69,79 @@ def run_suite(args, fresh_out) -> int:
             f"no lane: no host of {','.join(hosts)} has a route of {','.join(routes)}",
             fix="see `climstack bench suite --help`",
         )
-    report = markdown(lanes, args.tests)
+    report = markdown(lanes, what)
     atomic.write_text(out / "suite.md", report)
-    atomic.write_text(out / "suite.json", json.dumps(record(lanes, args.tests), indent=1))
+    saved = record(lanes, args.tests, shard)
+    atomic.write_text(out / "suite.json", json.dumps(saved, indent=1))
     print(report, end="")
     print(f"report: {out / 'suite.md'}")
     return 0 if all(lane.ok for lane in lanes) else 1
 
 
-def record(lanes: list[judged.Lane], tests: str) -> dict:
+def _shard(given: str) -> tuple[int, int]:
+    """--shard K/N: the K-th of N shards (1 <= K <= N)."""
+    index, _, count = given.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise ClimstackError(
+            f"--shard {given}: not K/N with 1 <= K <= N",
+            fix="for example --shard 2/8 (the second of eight shards), or 1/1 (every test)",
+        )
+    return int(index), int(count)
+
+
+def record(lanes: list[judged.Lane], tests: str, shard=(1, 1)) -> dict:
     return {
         "tests": tests,
+        "shard": list(shard),
         "lanes": [
-            {"host": lane.host, "route": lane.route, "ok": lane.ok,
+            {"host": lane.host, "route": lane.route, "title": lane.title, "ok": lane.ok,
+             "not_built": lane.not_built, "too_many_ranks": lane.too_many_ranks,
              "outcomes": [asdict(o) for o in lane.outcomes]}
             for lane in lanes
         ],
     }  # fmt: skip
+
+
+def merged(paths: list[Path]) -> tuple[list[judged.Lane], str]:
+    """The lanes of several runs' suite.json (the shards of one slice) as one run's, judged
+    against today's expected failures; what they cover ("all, shards 1-3 of 8")."""
+    records = []
+    for path in paths:
+        try:
+            records.append(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as err:
+            raise ClimstackError(f"--report {path}: {err}", fix="give suite.json files "
+                                 "`climstack bench suite` wrote") from err  # fmt: skip
+    slices = {(r.get("tests"), (r.get("shard") or [1, 1])[1]) for r in records}
+    indexes = sorted((r.get("shard") or [1, 1])[0] for r in records)
+    if len(slices) != 1 or len(set(indexes)) != len(indexes):
+        raise ClimstackError(
+            f"--report: {len(records)} records of different slices or repeated shards "
+            f"({sorted(map(str, slices))}, shards {indexes})",
+            fix="give the shards of one `--tests` slice and `--shard K/N` count, each once",
+        )
+    ((tests, count),) = slices
+    found: dict[tuple[str, str], dict] = {}
+    for lane in (lane for r in records for lane in r["lanes"]):
+        into = found.setdefault(
+            (lane["host"], lane["route"]),
+            {"title": lane.get("title", ""), "outcomes": [], "not_built": 0, "too_many": 0},
+        )
+        into["outcomes"] += [suite_run.Outcome(**o) for o in lane["outcomes"]]
+        into["not_built"] += lane.get("not_built", 0)
+        into["too_many"] += lane.get("too_many_ranks", 0)
+    lanes = [judged.Lane(host, route, got["outcomes"], judged.expected(host, route),
+                         got["not_built"], got["too_many"], got["title"])
+             for (host, route), got in found.items()]  # fmt: skip
+    shards = f", shards {','.join(map(str, indexes))} of {count}" if count > 1 else ""
+    return lanes, f"{tests}{shards}"
+
+
+def report_of(paths: list[Path]) -> int:
+    """`bench suite --report SUITE_JSON...`: the runs' lanes as one report, on stdout."""
+    lanes, what = merged(paths)
+    print(markdown(lanes, what), end="")
+    return 0 if all(lane.ok for lane in lanes) else 1
 
 
 def markdown(lanes: list[judged.Lane], tests: str) -> str:
@@ -127,6 +185,9 @@ def add_parser(subparsers, fresh_out) -> None:
     )
     suite.add_argument("--tests", choices=suite_builds.SLICES, default="smoke",
                        help="the 33-test smoke slice, or every C test built")  # fmt: skip
+    suite.add_argument("--shard", default="1/1",
+                       help="K/N: the K-th of N shards of the tests (every N-th from the K-th), "
+                       "so the full suite runs in parts that each fit an hour")  # fmt: skip
     suite.add_argument("--hosts", help=f"comma-separated, from {','.join(suite_lanes.HOSTS)}")
     suite.add_argument(
         "--routes",
@@ -138,4 +199,15 @@ def add_parser(subparsers, fresh_out) -> None:
     suite.add_argument("--out", type=Path, help="the report's directory")
     suite.add_argument("--force", action="store_true", help="replace --out if it exists")
     gate.add_option(suite)
-    suite.set_defaults(run=lambda args: run_suite(args, fresh_out), resume=False)
+    suite.add_argument(
+        "--report",
+        type=Path,
+        nargs="+",
+        metavar="SUITE_JSON",
+        help="print one report of earlier runs' suite.json (the shards of a slice), judged "
+        "against today's expected failures; nothing is run",
+    )
+    suite.set_defaults(
+        run=lambda args: report_of(args.report) if args.report else run_suite(args, fresh_out),
+        resume=False,
+    )

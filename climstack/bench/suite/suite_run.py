@@ -35,6 +35,12 @@ class Planned:
     too_many_ranks: list[str]  # more ranks than MAX_RANKS: left out (runtests would cap them)
     not_built: list[str]  # listed, but the MPI it was built against lacks what it calls
 
+    def shard(self, index: int, count: int) -> "Planned":
+        """Shard `index` (1-based) of `count`: every count-th test from the index-th, so each
+        shard holds some of every directory (their tests' times differ by directory)."""
+        return Planned(*(tests[index - 1 :: count] for tests in
+                         (self.lines, self.too_many_ranks, self.not_built)))  # fmt: skip
+
 
 def planned(prefix: Path, directory: str = "") -> Planned:
     """The tests the testlists under `prefix` list, read as runtests reads them (a line
@@ -61,14 +67,16 @@ def planned(prefix: Path, directory: str = "") -> Planned:
     return Planned(lines, too_many, not_built)
 
 
-def run(prefix: Path, mpiexec: str, out: Path, wrapper: str = "", env=None) -> list[Outcome]:
+def run(
+    prefix: Path, mpiexec: str, out: Path, wrapper: str = "", env=None, shard=(1, 1)
+) -> list[Outcome]:
     """Every test of the suite installed at `prefix` on at most MAX_RANKS ranks (planned:
-    one list, each test started from `prefix`), through `mpiexec` (the host MPI's
-    launcher), each rank as `wrapper` starts it (nothing: natively); the runner's output
-    and JUnit file kept in `out`."""
+    one list, each test started from `prefix`), or those of `shard` (index, count), through
+    `mpiexec` (the host MPI's launcher), each rank as `wrapper` starts it (nothing:
+    natively); the runner's output and JUnit file kept in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     junit, listed = out / "junit.xml", out / "testlist"
-    lines = planned(prefix).lines
+    lines = planned(prefix).shard(*shard).lines
     atomic.write_text(listed, "\n".join(lines) + "\n")
     settings = {"MPITEST_TIMEOUT": str(TIMEOUT), "MPITEST_PROGRAM_WRAPPER": wrapper}
     proc = process.run(
