@@ -144,7 +144,7 @@ def test_a_run_lists_each_test_once_with_no_more_ranks_than_it_has(tmp_path):
     plan = suite_run.planned(tmp_path)
     assert plan.lines == ["coll/allred 4", "coll/sub/one"]
     assert plan.too_many_ranks == ["coll/big 10"] and plan.not_built == ["coll/new_in_mpi4 2"]
-    reported = [Outcome("allred 4", True, 1.0), Outcome("one", False, 0.1, "x")]
+    reported = [Outcome("allred 4", True, 1.0), Outcome("coll/sub/one", False, 0.1, "x")]
     assert [o.test for o in suite_run.named(reported, plan.lines)] == plan.lines
     with pytest.raises(ClimstackError, match="the list does not hold next"):
         suite_run.named([Outcome("other 2", True, 1.0)], plan.lines)
