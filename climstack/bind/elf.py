@@ -81,8 +81,7 @@ class Elf:
         return {s for s in self.imports | copies if is_mpi_symbol(s)}
 
     def starts_mpi(self) -> bool:
-        """Does it call MPI_Init or MPI_Init_thread itself (C or Fortran)? Its first rank
-        then waits there until every rank has started."""
+        """Does it call MPI_Init(_thread) itself, in C or Fortran (its first rank waits there)?"""
         return any(s.lower().rstrip("_") in MPI_INIT for s in self.imports)
 
     def mpi_exports(self) -> set[str]:
