@@ -58,8 +58,8 @@ def wrapper(plan, image_path: str, program: str, shared: bool) -> str:
     calls MPI_Init itself: its first rank waits there until every other has joined it. The
     rest (ncdump: parallel NetCDF loads MPI, but never starts it) run one container each."""
     runtime = runtimes.get(plan.runtime)
-    alone = {} if shared or not runtime.sharing else {"share": False}
-    lines, command = runtime.job_lines(plan, image_path, [f"{BIN}/{program}"], True, **alone)
+    options = runtime.share_option(shared)
+    lines, command = runtime.job_lines(plan, image_path, [f"{BIN}/{program}"], True, **options)
     if any(not line.startswith(("#", "export ")) for line in lines):
         raise ClimstackError(
             f"runtime {plan.runtime} starts a job with more than variables (one container "

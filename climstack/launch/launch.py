@@ -64,7 +64,7 @@ def job_step(
     before, parts = [], []
     # each only when asked: a plug-in written before it still emits the other jobs
     options = {"here": True} if here else {}
-    options |= {} if share or not runtime.sharing else {"share": False}
+    options |= runtime.share_option(share)
     for index, (ranks, nodes, argv) in enumerate(components):
         argv = remedied(plan, image, argv)
         lines, rank = runtime.job_lines(plan, image, argv, **options)

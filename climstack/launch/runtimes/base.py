@@ -70,6 +70,11 @@ class Runtime(ABC):
         runtime with `sharing` also takes `share` (default True: a node's ranks share one
         container; False for a program that is not MPI's)."""
 
+    def share_option(self, share: bool) -> dict:
+        """job_lines' keyword for `share`: given only to turn sharing off, and only where the
+        runtime has `sharing` (a plug-in written before it still writes jobs)."""
+        return {} if share or not self.sharing else {"share": False}
+
     def exporter(self) -> "Runtime":
         """The runtime whose `exports` carry this one's plan in a job's environment
         (`climstack bind --format env`): itself, unless it has no variables for binds."""
