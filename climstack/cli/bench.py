@@ -301,6 +301,9 @@ def register(commands) -> None:
     )
     mpi5.add_argument("--hosts", help=f"comma-separated, from {','.join(abi_hosts.MODEL_HOSTS)}")
     mpi5.add_argument("--image", type=Path, help="the image directory of container-mpi-abi")
+    mpi5.add_argument(
+        "--prepare", action="store_true", help="build the image and the hosts' files, run nothing"
+    )
     mpi5.add_argument("--out", help="report directory (default: a new one in the cache)")
     mpi5.add_argument("--force", action="store_true", help="empty a non-empty --out first")
     mpi5.add_argument(

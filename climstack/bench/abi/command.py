@@ -15,6 +15,22 @@ from climstack.errors import ClimstackError
 from climstack.image import image
 
 
+IMAGE = "container-mpi-abi"
+
+
+def prepare(hosts: list[str]) -> int:
+    """What a run needs built, and nothing run: the image, each host's files (the wrappers
+    Spack builds, Open MPI 6's sid system) and OSU's tarball, each kept by its inputs' stamp.
+    So `make local` builds them untimed, beside the stack, and times only the runs."""
+    image_dir = image.build(IMAGE, image.default_destination(IMAGE))
+    for name in hosts:
+        abi_hosts.host(name)
+    print(
+        f"climstack bench abi --prepare: {image_dir} and {len(hosts)} hosts; {abi.osu_tarball()}"
+    )
+    return 0
+
+
 def run_abi(args, fresh_out) -> int:
     """The MPI-5 standard ABI image on each host MPI of the standard ABI, beside native (C),
     and its MOM6 on each (Fortran through mpif); exit status 1 when NetCDF-Bench's data or
@@ -40,12 +56,13 @@ def run_abi(args, fresh_out) -> int:
             f"--hosts {args.hosts}: no host of the C lane",
             fix=f"add one of {','.join(abi_hosts.NAMES)}",
         )
+    if args.prepare:
+        return prepare(hosts)
     args.out = args.out or pins.cache_dir() / "bench" / time.strftime("abi-%Y%m%d-%H%M%S")
     out = fresh_out(args)
     if out.exists() and args.force:
         shutil.rmtree(out)
-    name = "container-mpi-abi"
-    image_dir = Path(args.image or image.build(name, image.default_destination(name)))
+    image_dir = Path(args.image or image.build(IMAGE, image.default_destination(IMAGE)))
     tarball = abi.osu_tarball()
     results = abi.compare(image_dir, out, tarball, names, c_hosts, args.repeats)
     planned = {}
@@ -58,7 +75,7 @@ def run_abi(args, fresh_out) -> int:
         image_dir, out / "model", planned, args.repeats, mpich_image
     )
     if not args.image:  # the image of these inputs: its record is reusable (abi.recorded)
-        results["image_key"] = image.inputs_key(name)
+        results["image_key"] = image.inputs_key(IMAGE)
     results["compatibility"] = abi_report.compatibility(results, out, mpich_image)
     atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
     table = abi_report.markdown(results)
