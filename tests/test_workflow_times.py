@@ -93,3 +93,16 @@ def test_two_records_side_by_side_through_the_command(tmp_path):
     bad = subprocess.run([climstack, "bench", "workflow", "--report", str(log)],
                          capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and f"{log}: not a record of make local" in bad.stderr
+
+
+def test_two_builds_of_one_package_in_one_tree_are_two_rows():
+    """The native stack and the CCE stand-in both build NetCDF-C into the user cache's tree:
+    each build keeps its row (paired across runs by its place, slowest first)."""
+    timings = [workflow.Timing("native stack", 0.0, 800.0, 700.0)]
+    builds = [build_times.Build("netcdf-c", "spack-user-cache/installs", s) for s in (141, 108)]
+    record = workflow_times.parse(
+        workflow.table(timings) + "\n" + build_times.table(builds) + "\n", "run", "empty"
+    )
+    lines = workflow_times.builds_table([record, record])
+    assert "| netcdf-c | spack-user-cache/installs | 141 | 141 |" in lines
+    assert "| netcdf-c | spack-user-cache/installs | 108 | 108 |" in lines

@@ -108,21 +108,27 @@ def tasks_table(record: dict) -> list[str]:
     return rows
 
 
+def _occurrences(record: dict) -> dict[tuple[str, str, int], float]:
+    """Each build's seconds by package, tree and its place among that pair's builds (two
+    environments build NetCDF-C into one Spack tree: the native stack and the CCE stand-in)."""
+    seen: dict[tuple[str, str], int] = {}
+    found = {}
+    for build in record["builds"]:
+        pair = (build["package"], build["where"])
+        seen[pair] = seen.get(pair, 0) + 1
+        found[(*pair, seen[pair])] = build["seconds"]
+    return found
+
+
 def builds_table(records: list[dict]) -> list[str]:
     """The slowest package builds of each run, side by side by package and tree."""
-    keys: list[tuple[str, str]] = []
-    for record in records:
-        keys += [(b["package"], b["where"]) for b in record["builds"] if
-                 (b["package"], b["where"]) not in keys]  # fmt: skip
+    builds = [_occurrences(record) for record in records]
+    keys = list(dict.fromkeys(key for found in builds for key in found))
     labels = " | ".join(f"{r['label']} wall s" for r in records)
     rows = [f"| package | tree | {labels} |", "|---|---|" + "---:|" * len(records)]
-    for package, where in keys:
-        cells = []
-        for record in records:
-            found = [b["seconds"] for b in record["builds"] if (b["package"], b["where"]) ==
-                     (package, where)]  # fmt: skip
-            cells.append(f"{found[0]:.0f}" if found else "-")
-        rows.append(f"| {package} | {where} | {' | '.join(cells)} |")
+    for key in keys:
+        cells = [f"{found[key]:.0f}" if key in found else "-" for found in builds]
+        rows.append(f"| {key[0]} | {key[1]} | {' | '.join(cells)} |")
     built = " | ".join(
         f"{r['built']['count']} in {r['built']['seconds']:.0f} s" if r.get("built") else "-"
         for r in records
