@@ -52,13 +52,12 @@ class Timing:
 
 #: tasks running at once: the three stack builds side by side (each mostly one compiler at
 #: a time, so together they use both cores). More costs more than it saves: CPU seconds
-#: grow when this machine's two cores are oversubscribed. Measured from an empty cache on
-#: 29 Nov 2026 (docs/performance.md): with the provided Apptainer's build beside setup and
-#: the solves, and the MPI-5 image's beside the stack builds, the solves took 489 CPU-s (239
-#: alone), the native stack 2295 s wall (the three builds 1390 s before), the Apptainer
-#: build 1081 s (386 s alone); and before that, five builds at once ran the ARCHER2 image
-#: into its time limit. So each of those two builds keeps its place: the Apptainer in setup,
-#: the MPI-5 image in `bench abi`, where nothing else runs.
+#: grow when this machine's two cores are oversubscribed (29 Nov 2026, docs/performance.md:
+#: five builds at once, the Apptainer's and the MPI-5 image's beside the stack builds from
+#: the start, ran the ARCHER2 image into its time limit). The MPI-5 image waits for the
+#: native stack and the CCE stand-in, then takes the core the ARCHER2 image leaves idle:
+#: from an empty cache, 490 s less wall and 344 CPU-s fewer from the solves on (30 Nov,
+#: with MOM6 and FMS at -g0).
 SLOTS = 3
 
 STACK_BUILDS = ("ARCHER2 image", "native stack", "CCE stand-in")

@@ -86,3 +86,24 @@ def test_reuse_with_an_out_directory_is_refused(tmp_path):
     )
     assert proc.returncode == 2 and "--reuse takes an earlier report" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_new_report_leaves_the_newest_three_of_its_kind(tmp_path, monkeypatch):
+    """2.3 GB a `bench local` report, 1.7 GB a `bench abi` one: CI runs one after another
+    on one machine filled its disk. A new report removes the older ones of its kind beyond
+    the newest three; another kind, a directory named otherwise and an --out elsewhere stay."""
+    from climstack.bench.run import kept
+
+    monkeypatch.setenv("CLIMSTACK_CACHE", str(tmp_path / "cache"))
+    bench = tmp_path / "cache" / "bench"
+    names = [f"local-2026113{day}-120000" for day in range(5)] + ["abi-20261101-120000", "mine"]
+    for name in names:
+        (bench / name / "raw").mkdir(parents=True)
+    newest = bench / "local-20261134-120000"
+    assert kept.prune(newest) == [bench / "local-20261130-120000", bench / "local-20261131-120000"]
+    assert sorted(p.name for p in bench.iterdir()) == sorted(names[2:])
+    assert kept.prune(bench / "mine") == [] and kept.prune(tmp_path / newest.name) == []
+    # the run's own directory is kept even when it sorts among the old (a clock set back)
+    oldest = bench / "local-20260101-000000"
+    oldest.mkdir()
+    assert kept.prune(oldest) == [] and oldest.is_dir()

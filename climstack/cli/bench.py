@@ -17,7 +17,7 @@ from climstack.bench.precise import profile
 from climstack.bench.precise.command import run_precise
 from climstack.bench.report import report
 from climstack.bench.results import collect, records
-from climstack.bench.run import catalogue, jobs, reuse, runner, stripes
+from climstack.bench.run import catalogue, jobs, kept, reuse, runner, stripes
 from climstack.bench.run.local import CCE_ENV, IMAGE, local_modes, mode_names, needs_cce
 from climstack.bench.scale import command as scale_command
 from climstack.bench.suite import command as suite_command
@@ -142,6 +142,7 @@ def run_local(args) -> int:
         )
     status = finish(out, [out / "raw"])
     reuse.keep(out, measured, status)
+    kept.prune(out)
     return status
 
 

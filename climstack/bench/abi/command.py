@@ -10,6 +10,7 @@ from pathlib import Path
 
 from climstack import pins
 from climstack.bench.abi import abi, abi_hosts, abi_model, abi_report
+from climstack.bench.run import kept
 from climstack.common import atomic
 from climstack.errors import ClimstackError
 from climstack.image import image
@@ -78,6 +79,7 @@ def run_abi(args, fresh_out) -> int:
         results["image_key"] = image.inputs_key(IMAGE)
     results["compatibility"] = abi_report.compatibility(results, out, mpich_image)
     atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")
+    kept.prune(out)
     table = abi_report.markdown(results)
     (out / "abi.md").write_text(table + "\n")
     print(table)
