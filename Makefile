@@ -9,8 +9,8 @@
 #                push the probes as images to a loopback OCI registry and run mpi-probe's
 #                image from it (ch-image pull), bind mode; run the benchmarks natively and
 #                in the image (bind, bind-noxpmem, bind-host-netcdf, hybrid, fabric), alone,
-#                and write the report to the path it prints; then build the MPI-5 ABI image
-#                and run it on the host MPIs
+#                and write the report to the path it prints; the MPI-5 ABI image (built
+#                beside the ARCHER2 image) then runs on the host MPIs
 #   make test    set up, run the test suite
 .PHONY: setup local test bench
 
