@@ -238,3 +238,14 @@ def test_sif_refuses_a_directory_climstack_image_did_not_make(tmp_path):
         fix=["climstack image container-archer2"],
     )
     assert not sif.exists()
+
+
+def test_bench_abi_prepare_takes_no_image_or_out(tmp_path):
+    """--prepare builds the cache's image and runs nothing: an --image or --out with it is
+    refused before anything is built."""
+    for given in (["--image", str(tmp_path)], ["--out", str(tmp_path / "out")]):
+        proc = climstack("bench", "abi", "--prepare", *given)
+        assert proc.returncode == 2, proc.stderr
+        assert "--prepare builds the image of the cache and runs nothing" in proc.stderr
+        assert "drop --image and --out, or drop --prepare" in proc.stderr
+    assert not (tmp_path / "out").exists()

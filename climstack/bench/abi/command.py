@@ -58,6 +58,12 @@ def run_abi(args, fresh_out) -> int:
             fix=f"add one of {','.join(abi_hosts.NAMES)}",
         )
     if args.prepare:
+        if args.image or args.out:
+            raise ClimstackError(
+                "--prepare builds the image of the cache and runs nothing: it takes no --image "
+                "or --out",
+                fix="drop --image and --out, or drop --prepare",
+            )
         return prepare(hosts)
     args.out = args.out or pins.cache_dir() / "bench" / time.strftime("abi-%Y%m%d-%H%M%S")
     out = fresh_out(args)
