@@ -11,7 +11,6 @@ compared). A program that fails, prints no results or writes no file is a ToolFa
 
 import dataclasses
 import json
-import os
 import tarfile
 from pathlib import Path
 
@@ -123,16 +122,11 @@ def command(plan, host, image: Path, argv, cwd: Path | None = None, ranks=RANKS)
     )
 
 
-def host_env(host) -> dict:
-    """This process's environment with what the host's launcher and ranks need."""
-    return process.with_user({**os.environ, **host.env})
-
-
 def in_image(plan, host, image: Path, argv, cwd: Path | None = None, timeout=600) -> str:
     """Run `argv` in the image on the host's launcher under the plan; its output."""
     what = f"{argv[0]} in {image} on {host.title}"
     run = command(plan, host, image, argv, cwd)
-    return process.run(run, what, env=host_env(host), timeout=timeout).stdout
+    return process.run(run, what, env=host.environment, timeout=timeout).stdout
 
 
 def checked_probe(plan, host, image: Path) -> str:
@@ -156,9 +150,9 @@ def checked_probe(plan, host, image: Path) -> str:
 
 
 def natively(host, argv, timeout=600) -> str:
-    env = process.with_user({**os.environ, **host.env})
     command = [*host.launch(RANKS), *map(str, argv)]
-    return process.run(command, f"{argv[0]} on {host.title}", env=env, timeout=timeout).stdout
+    what = f"{argv[0]} on {host.title}"
+    return process.run(command, what, env=host.environment, timeout=timeout).stdout
 
 
 def _by_size(output: str, name: str) -> tuple[dict, bool]:
@@ -201,6 +195,7 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
             programs[name] = native_programs(host, tree, out / "native", names)
     ratios: dict[tuple[str, str], list[float]] = {}
     sized: dict[str, list[float]] = {}  # host/benchmark/size -> the ratio at SIZES, per repeat
+    latency: dict[str, list[float]] = {}  # host -> native osu_latency at 1 B, us, per repeat
     order = list(chosen)
     for repeat in range(repeats):
         with progress.step(f"repeat {repeat + 1} of {repeats}: {', '.join(names)} on each host"):
@@ -216,6 +211,9 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
                         image_out = in_image(planned[name], host, image, argv)
                         native_out = natively(host, native_argv)
                     by_size = size_ratios(image_out, native_out, bench)
+                    one_byte = _by_size(native_out, bench)[0].get(1)
+                    if bench == "osu_latency" and one_byte:
+                        latency.setdefault(name, []).append(one_byte)
                     ratios.setdefault((name, bench), []).append(stats.geomean(by_size.values()))
                     for size in (s for s in SIZES if s in by_size):
                         sized.setdefault(f"{name}/{bench}/{size}", []).append(by_size[size])
@@ -247,6 +245,7 @@ def compare(image: Path, out: Path, tarball: Path, names=SMALL, hosts=abi_hosts.
         },
         "ratios": {f"{h}/{b}": r for (h, b), r in ratios.items()},
         "sizes": sized,
+        "latency_1b_us": latency,
         "netcdf": same_data(written),
     }
     atomic.write_text(out / "abi.json", json.dumps(results, indent=2) + "\n")

@@ -64,6 +64,11 @@ class Host:
         """How the standard ABI reaches this MPI: its own library, or mpi_abi_wrapper."""
         return "wrapper" if self.wrapper else "native ABI"
 
+    @property
+    def environment(self) -> dict:
+        """This process's environment with what the host's launcher and ranks need."""
+        return process.with_user({**os.environ, **self.env})
+
     def launch(self, ranks: int) -> list[str]:
         """The host's launcher command for `ranks` ranks, run on this host."""
         return [*self.wrap, *self.launcher.argv(ranks)]
@@ -165,6 +170,30 @@ def host(name: str, visible=()) -> Host:
     )
 
 
+def abi_libraries(host_: Host, out: Path) -> Path:
+    """The directory whose libmpi_abi.so.1 a standard-ABI program loads natively on `host_`,
+    before its RUNPATH: the host's own lib/, or, where the MPI has no standard ABI, a
+    directory in `out` linking mpi_abi_wrapper's libmpi_abi.so under the ABI's file name
+    (as the bind plan links it in the image)."""
+    if not host_.wrapper:
+        if host_.root == Path("/"):
+            return Path(host_.prefix) / "lib"
+        # a host in a root filesystem of its own (Open MPI 6's sid): its path in there
+        prefix = host_.root / host_.prefix.lstrip("/")
+        found = next(prefix.glob("lib*/**/libmpi_abi.so.1"), None)
+        if found is None:
+            raise ClimstackError(
+                f"no libmpi_abi.so.1 under {prefix}/lib*", fix="make the host again (rm -rf it)"
+            )
+        return Path("/") / found.parent.relative_to(host_.root)
+    links = out / "native-abi-libraries" / host_.name
+    links.mkdir(parents=True, exist_ok=True)
+    link = links / "libmpi_abi.so.1"
+    link.unlink(missing_ok=True)
+    link.symlink_to(Path(host_.wrapper) / "lib" / "libmpi_abi.so")
+    return links
+
+
 def library_version(output: str) -> str:
     """The `library:` line a probe printed (MPI_Get_library_version's first line)."""
     for line in output.splitlines():
@@ -176,9 +205,8 @@ def library_version(output: str) -> str:
 def compile_c(host_: Host, sources: list[Path], output: Path, flags=(), libs=()) -> Path:
     """Build C `sources` into `output` with the host's own compiler wrapper (natively)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **host_.env}
     compile_ = [host_.cc, "-O2", *host_.cflags, *flags, "-o", str(output), *map(str, sources)]
     compile_ += libs
     argv = host_.run(compile_)
-    process.run(argv, f"{host_.title}'s mpicc", env=process.with_user(env))
+    process.run(argv, f"{host_.title}'s mpicc", env=host_.environment)
     return output

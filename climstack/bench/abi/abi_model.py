@@ -54,7 +54,7 @@ def preflight(plan, host, image: Path, roundtrip: Path, run_dir: Path) -> dict:
     found, reasons = {}, []
     # one rank: where mpif_check_environment aborts, no other rank's abort cuts its output
     run = abi.command(plan, host, image, [PREFLIGHT], run_dir, ranks=1)
-    info = process.run(run, f"{PREFLIGHT} on {host.title}", env=abi.host_env(host),
+    info = process.run(run, f"{PREFLIGHT} on {host.title}", env=host.environment,
                        timeout=300, check=False)  # fmt: skip
     found["loaded"] = _after(info.stdout, "MPI library loaded from:")
     found["implementation"] = _after(info.stdout, "MPI implementation:")
@@ -121,7 +121,7 @@ def run_native(program: str, host, run_dir: Path, layout: str) -> cases.CaseRun:
     settings = {**SETTINGS, "LAYOUT": layout}
     launch = [*host.launch(abi.RANKS)]
     return cases.run(cases.get(CASE), run_dir, program, lambda argv: [*launch, *argv], settings,
-                     env=abi.host_env(host), timeout=1200)  # fmt: skip
+                     env=host.environment, timeout=1200)  # fmt: skip
 
 
 def paired(native: str, plan, host, image: Path, run_dir: Path, out: Path, repeat: int):
@@ -145,7 +145,7 @@ def run_model(plan, host, image: Path, run_dir: Path, layout: str) -> cases.Case
         MODEL,
         lambda argv: abi.command(plan, host, image, argv, run_dir),
         settings,
-        env=abi.host_env(host),
+        env=host.environment,
         timeout=1200,
     )
 

@@ -16,7 +16,7 @@ from climstack.check import verify
 from climstack.errors import NEGATIVE, OK, ClimstackError
 from climstack.inputs import sites
 from climstack.launch import runtimes
-from climstack.bench.abi import abi_hosts
+from climstack.bench.abi import abi_hosts, call_cost
 
 
 @dataclass(frozen=True)
@@ -203,6 +203,9 @@ def markdown(results: dict) -> str:
     """abi.md: every table of the record `results` (abi.json), the compatibility rows
     included; what `bench abi` prints and `bench abi --report` prints again."""
     tables = [matrix_table(results), model_table(results["model"]), cost_table(results)]
+    if priced := results.get("call_cost"):
+        measured = {h: results["sizes"].get(f"{h}/osu_latency/1") for h in priced}
+        tables.append(call_cost.table(priced, results.get("latency_1b_us"), measured))
     if rows := results.get("compatibility"):
         tables.append(compatibility_table(rows))
     return "\n\n".join(tables)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from climstack import pins
-from climstack.bench.abi import abi, abi_hosts, abi_model, abi_report
+from climstack.bench.abi import abi, abi_hosts, abi_model, abi_report, call_cost
 from climstack.bench.run import kept
 from climstack.common import atomic
 from climstack.errors import ClimstackError
@@ -81,6 +81,8 @@ def run_abi(args, fresh_out) -> int:
     results["model"] = abi_model.compare(
         image_dir, out / "model", planned, args.repeats, mpich_image
     )
+    if priced := [h for h in c_hosts if h in call_cost.HOSTS]:
+        results["call_cost"] = call_cost.measure(priced, out / "call-cost", args.repeats)
     if not args.image:  # the image of these inputs: its record is reusable (abi.recorded)
         results["image_key"] = image.inputs_key(IMAGE)
     results["compatibility"] = abi_report.compatibility(results, out, mpich_image)

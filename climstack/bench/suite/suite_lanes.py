@@ -100,23 +100,8 @@ def lane(host_name: str, route: str, tests: str, out: Path, image: Path | None,
 
 def native_libraries(host: abi_hosts.Host, route: str, out: Path) -> Path:
     """The directory whose MPI library the suite's programs load natively, before their
-    RUNPATH (the MPI they were built against): the host's own lib/, or, for the standard
-    ABI through mpi_abi_wrapper, a directory linking the wrapper's libmpi_abi.so under the
-    ABI's file name, libmpi_abi.so.1 (as the bind plan links it in the image)."""
-    if route == "native" or not host.wrapper:
-        if host.root == Path("/"):
-            return Path(host.prefix) / "lib"
-        # a host in a root filesystem of its own (Open MPI 6's sid): its path in there
-        prefix = host.root / host.prefix.lstrip("/")
-        found = next(prefix.glob("lib*/**/libmpi_abi.so.1"), None)
-        if found is None:
-            raise ClimstackError(
-                f"no libmpi_abi.so.1 under {prefix}/lib*", fix="make the host again (rm -rf it)"
-            )
-        return Path("/") / found.parent.relative_to(host.root)
-    links = out / "native-abi-libraries" / host.name
-    links.mkdir(parents=True, exist_ok=True)
-    link = links / "libmpi_abi.so.1"
-    link.unlink(missing_ok=True)
-    link.symlink_to(Path(host.wrapper) / "lib" / "libmpi_abi.so")
-    return links
+    RUNPATH (the MPI they were built against): the host's own lib/ for the MPICH ABI, the
+    standard ABI's library otherwise (abi_hosts.abi_libraries: its own, or the wrapper's)."""
+    if route == "native":
+        return Path(host.prefix) / "lib"
+    return abi_hosts.abi_libraries(host, out)

@@ -1,10 +1,12 @@
 /* The cost of the MPI calls a halo exchange makes, in ns per call: one rank, loops of
  * cheap calls (no ping-pong's noise). Built twice, for an MPI's own ABI and for the MPI-5
- * standard ABI (through mpi_abi_wrapper), by benchmarks/abi_call_cost.py.
- * Usage: abi_call_cost [ITERATIONS]; prints "kernel calls-per-iteration ns-per-iteration". */
+ * standard ABI (through mpi_abi_wrapper), by climstack/bench/abi/call_cost.py.
+ * Usage: call_cost [ITERATIONS]; prints "kernel calls-per-iteration ns-per-iteration",
+ * then "library: " and the first line of the MPI library's version (which MPI ran it). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(int argc, char **argv)
 {
@@ -47,6 +49,11 @@ int main(int argc, char **argv)
     }
     if (received != sent || size != sizeof(double))
         printf("wrong: received %g, size %d\n", received, size);
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length;
+    MPI_Get_library_version(version, &length);
+    version[strcspn(version, "\n")] = '\0';
+    printf("library: %s\n", version);
     MPI_Finalize();
     return 0;
 }
