@@ -4,7 +4,9 @@ other hosts. Lanes (host MPI: routes):
 - MPICH 3.4.3, Cray MPICH 8's base: both images, natively and through the bind plan;
 - MPICH 4.1.3 (Cray MPICH 9.0's base) and Open MPI 5.0.11, through mpi_abi_wrapper: the
   standard-ABI image and its native baseline;
-- MPICH 5.0.2, whose own standard ABI is the native baseline of the rest.
+- MPICH 5.0.2, whose own standard ABI is the native baseline of the rest;
+- Debian's MPICH 4.0.2, the one host MPI here with a Fortran side: every Fortran test
+  (f77, f90), natively and through the bind plan.
 Each shard's report is kept; then one report of all shards (`bench suite --report`), the
 tests that pass natively and fail in the image first. Exit 1 while a lane has a failure
 not on the expected lists (climstack/bench/suite/expected.yaml) or a listed test passes.
@@ -30,6 +32,8 @@ CENTRES = (
 )
 #: the hosts that run the smoke slice only
 OTHERS = "debian-mpich,intel-2021.19,openmpi"
+#: the hosts of the Fortran slice (the MPI's own mpif77, mpifort and libmpifort)
+FORTRAN = "debian-mpich"
 
 
 def main() -> int:
@@ -55,6 +59,10 @@ def main() -> int:
     print("==> the other hosts: the smoke slice", flush=True)
     others = [CLIMSTACK, "bench", "suite", "--hosts", OTHERS, "--out", out / "others"]
     worst = max(worst, subprocess.run(others).returncode)
+    print(f"==> every Fortran test on {FORTRAN}", flush=True)
+    fortran = [CLIMSTACK, "bench", "suite", "--tests", "fortran", "--hosts", FORTRAN,
+               "--routes", "native,bind", "--out", out / "fortran"]  # fmt: skip
+    worst = max(worst, subprocess.run(fortran).returncode)
     for hosts, shards in records.items():
         print(f"==> the whole suite on {hosts}", flush=True)
         subprocess.run([CLIMSTACK, "bench", "suite", "--report", *shards])

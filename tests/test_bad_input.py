@@ -249,3 +249,17 @@ def test_bench_abi_prepare_takes_no_image_or_out(tmp_path):
         assert "--prepare builds the image of the cache and runs nothing" in proc.stderr
         assert "drop --image and --out, or drop --prepare" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_bench_suite_fortran_names_the_hosts_that_have_fortran(tmp_path):
+    """The Fortran slice needs the MPI's own Fortran side (Debian's MPICH here; PyPI's
+    MPICH wheels have none, and the standard ABI's Fortran is mpif's): a host without it
+    is refused by name, before anything is built or run."""
+    out = tmp_path / "out"
+    proc = climstack("bench", "suite", "--tests", "fortran", "--hosts", "mpich-3.4.3",
+                     "--out", str(out))  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "no host of mpich-3.4.3 has a route of" in proc.stderr
+    assert "with the Fortran tests" in proc.stderr
+    assert "native: debian-mpich; bind: debian-mpich; native-abi: none" in proc.stderr
+    assert not out.exists()

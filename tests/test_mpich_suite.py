@@ -1,8 +1,9 @@
 """MPICH's own test suite (repo/packages/mpich-testsuite, climstack.bench.suite): its smoke
-slice (33 tests of at most 4 ranks: point-to-point, collectives, datatypes, communicators,
-one-sided, attributes) built by Spack against Debian's MPICH, run by MPICH's runner natively
-and in the ARCHER2-style image through the bind plan, judged both ways against the
-expected failures; and a route that loses the plan is caught test by test."""
+slice (33 C tests of at most 4 ranks: point-to-point, collectives, datatypes, communicators,
+one-sided, attributes; 10 Fortran ones through mpif.h and `use mpi`, since Debian's MPICH
+has Fortran) built by Spack against Debian's MPICH, run by MPICH's runner natively and in
+the ARCHER2-style image through the bind plan, judged both ways against the expected
+failures; and a route that loses the plan is caught test by test."""
 
 import json
 import subprocess
@@ -42,11 +43,21 @@ def test_the_slice_is_built_against_the_host_mpi_with_a_runpath(suite):
     assert "libmpich.so.12" in info.needed and info.runpath and not info.rpath
     listed = (suite / "coll" / "testlist").read_text().split()
     assert "allred2" in listed and "allred" not in listed  # the slice's testlist alone
+    # the Fortran ones: MPICH's Fortran library, which the bind plan swaps too
+    fortran = sorted(p for p in suite.glob("f*/*/*") if p.is_file() and p.name != "testlist")
+    assert [p.relative_to(suite).parts[0] for p in fortran] == ["f77"] * 5 + ["f90"] * 5
+    info = elf.read(suite / "f90" / "pt2pt" / "isendf90")
+    assert "libmpichfort.so.12" in info.needed and not info.rpath
+    assert (suite / "testlist").read_text().split()[-2:] == ["f77", "f90"]
+    assert (suite / "f77" / "testlist").read_text().split() == [
+        "pt2pt", "coll", "datatype", "rma", "attr"
+    ]  # fmt: skip
 
 
 def test_the_suite_passes_natively_and_through_the_bind_plan(image_dir, tmp_path):
-    """`climstack bench suite`: every test of the slice passes on Debian's MPICH natively
-    and in the image under the bind plan, as expected.yaml says (no failure listed)."""
+    """`climstack bench suite`: every test of the slice, C and Fortran, passes on Debian's
+    MPICH natively and in the image under the bind plan, as expected.yaml says (no failure
+    listed)."""
     out = tmp_path / "report"
     proc = subprocess.run(
         [PROJECT_ROOT / "bin" / "climstack", "bench", "suite", "--hosts", HOST,
@@ -60,8 +71,10 @@ def test_the_suite_passes_natively_and_through_the_bind_plan(image_dir, tmp_path
     }
     assert set(lanes) == {(HOST, "native"), (HOST, "bind")}
     for lane in lanes.values():
-        assert len(lane["outcomes"]) == 33 and all(o["passed"] for o in lane["outcomes"])
-    assert "| Debian's MPICH 4.0.2 | bind | 33 | 33 | 0 | 0 | 0 | 0 | 0 |" in proc.stdout
+        assert len(lane["outcomes"]) == 43 and all(o["passed"] for o in lane["outcomes"])
+    assert "| Debian's MPICH 4.0.2 | bind | 43 | 43 | 0 | 0 | 0 | 0 | 0 |" in proc.stdout
+    ran = [o["test"] for o in lanes[(HOST, "bind")]["outcomes"]]
+    assert "f77/rma/winfencef 4" in ran and "f90/pt2pt/isendf90 2" in ran
     assert [o["test"] for o in lanes[(HOST, "bind")]["outcomes"]][:2] == [
         "pt2pt/sendrecv2 2",
         "pt2pt/sendall 4",
@@ -92,12 +105,14 @@ def test_a_route_without_the_plan_fails_test_by_test(suite, image_dir, tmp_path)
     bare = f'ch-run "--bind=$PWD:{HERE}" "--cd={HERE}" {image_dir} --'
     mpiexec = suite_lanes.lane(HOST, "native", "smoke", tmp_path, None).mpiexec
     outcomes = suite_run.run(suite, mpiexec, tmp_path / "bare", bare)
-    assert len(outcomes) == 33 and not any(o.passed for o in outcomes)
+    assert len(outcomes) == 43 and not any(o.passed for o in outcomes)
     assert "libmpich.so.12" in outcomes[0].output
+    fortran = next(o for o in outcomes if o.test.startswith("f90/pt2pt/"))
+    assert "libmpichfort.so.12" in fortran.output
     native = judged.Lane(HOST, "native", [Outcome(o.test, True, 0.1) for o in outcomes], {})
     lane = judged.Lane(HOST, "bind", outcomes, {})
-    assert not lane.ok and len(lane.failed) == 33
-    assert len(judged.container_only([native, lane])) == 33
+    assert not lane.ok and len(lane.failed) == 43
+    assert len(judged.container_only([native, lane])) == 43
 
 
 def test_expected_failures_are_gated_both_ways(tmp_path):

@@ -1,10 +1,11 @@
 """MPICH's test suite (repo/packages/mpich-testsuite) built by Spack against host MPIs of
 this machine (climstack.bench.host_builds): the MPICH release's source from Debian through
 the source mirror, RUNPATH, in the user cache beside the images (never into them: bound in
-at run time, so no image key changes). `tests=smoke` is the 33-test slice `make test`
-runs; `tests=all` every C test the package builds. For the MPICH ABI, one build per MPICH;
-for the MPI-5 standard ABI, one by MPICH 5.0.2's mpicc_abi (`abi=standard`), which every
-MPI of that ABI runs."""
+at run time). `tests=smoke` is the 33-test slice `make test` runs (10 Fortran tests more
+where the MPI has Fortran: FORTRAN); `tests=all` every test the package builds;
+`tests=fortran` every Fortran test (f77, f90) alone. For the MPICH ABI, one build per
+MPICH; for the MPI-5 standard ABI, one by MPICH 5.0.2's mpicc_abi (`abi=standard`), which
+every MPI of that ABI runs."""
 
 from pathlib import Path
 
@@ -14,11 +15,14 @@ from climstack.stack.sources import bench_sources, git_sources
 
 PACKAGE = "mpich-testsuite"
 RECIPE = pins.PROJECT_ROOT / "repo" / "packages" / PACKAGE / "package.py"
-SLICES = ("smoke", "all")
+SLICES = ("smoke", "all", "fortran")
 #: the host MPIs it is built against for the MPICH ABI: Debian's MPICH 4.0.2 (the local
 #: site's host MPI), MPICH 3.4.3 (the ARCHER2-style image's MPICH: Cray MPICH 8.1's base)
 #: and 4.1.3 (Cray MPICH 9.0's base is 4.1.2)
 HOSTS = ("debian-mpich", "mpich-3.4.3", "mpich-4.1")
+#: the host MPIs with a Fortran side (mpif77, mpifort, libmpifort): the Fortran tests too
+#: (`+fortran`); PyPI's MPICH wheels have none
+FORTRAN = ("debian-mpich",)
 #: the MPI whose mpicc_abi builds the standard-ABI suite
 STANDARD = "mpich-5"
 
@@ -31,8 +35,9 @@ def builds(tests: str, host: str) -> host_builds.HostBuilds:
     """The slice `tests` against `host` (STANDARD: for the standard ABI): an environment of
     its own, so a run on one host MPI (make test's) builds that one alone."""
     abi = " abi=standard" if host == STANDARD else ""
+    fortran = " +fortran" if host in FORTRAN else ""
     return host_builds.HostBuilds(
-        f"{PACKAGE} tests={tests}{abi}",
+        f"{PACKAGE} tests={tests}{abi}{fortran}",
         RECIPE,
         pins.cache_dir() / "mpich-testsuite" / tests / host,
         complete=_installed,

@@ -53,8 +53,14 @@ class Lane:
     wrapper: str = ""  # each rank's command (MPITEST_PROGRAM_WRAPPER); "": natively
 
 
-def hosts_of(route: str) -> tuple[str, ...]:
-    return tuple(MPICH_ABI_HOSTS) if ABI[route] == "mpich" else STANDARD_ABI_HOSTS
+def hosts_of(route: str, tests: str = "smoke") -> tuple[str, ...]:
+    """The hosts with a lane on `route` for the slice `tests`: the Fortran slice runs where
+    the suite's build has the MPI's own Fortran side (suite_builds.FORTRAN)."""
+    if ABI[route] != "mpich":  # the standard ABI's Fortran is mpif's: not built here
+        return () if tests == "fortran" else STANDARD_ABI_HOSTS
+    if tests == "fortran":
+        return tuple(h for h, build in MPICH_ABI_HOSTS.items() if build in suite_builds.FORTRAN)
+    return tuple(MPICH_ABI_HOSTS)
 
 
 def launcher(host: abi_hosts.Host) -> str:
@@ -75,10 +81,11 @@ def lane(host_name: str, route: str, tests: str, out: Path, image: Path | None,
     """The lane of `host_name` on `route` (`image`: the image of the route's ABI)."""
     if route not in ROUTES:
         raise ClimstackError(f"route {route!r}: unknown", fix=",".join(ROUTES))
-    if host_name not in hosts_of(route):
+    if host_name not in hosts_of(route, tests):
+        fortran = " of the Fortran tests" if tests == "fortran" else ""
         raise ClimstackError(
-            f"host MPI {host_name} has no {ABI[route]} ABI lane ({route})",
-            fix=f"for {route}: {','.join(hosts_of(route))}",
+            f"host MPI {host_name} has no {ABI[route]} ABI lane{fortran} ({route})",
+            fix=f"for {route}: {','.join(hosts_of(route, tests)) or 'none'}",
         )
     host = abi_hosts.host(host_name, visible=(out, *([image] if image else [])))
     if ABI[route] == "mpich":

@@ -21,6 +21,22 @@ SMOKE = {
     "rma": ("winname", "test1", "accfence2", "lockcontention"),
     "attr": ("attrt",),
 }  # fmt: skip
+#: the Fortran tests' directories a suite built outside MPICH's own tree has
+FORTRAN_DIRECTORIES = ("f77", "f90")
+#: `+fortran`'s smoke: 10 tests of both Fortran bindings a suite built outside MPICH's own
+#: tree has (mpif.h: f77, `use mpi`: f90; its configure builds f08 only inside MPICH's)
+FORTRAN_SMOKE = {
+    "f77/pt2pt": ("sendf",),
+    "f77/coll": ("uallreducef",),
+    "f77/datatype": ("typecntsf",),
+    "f77/rma": ("winfencef",),
+    "f77/attr": ("commattrf",),
+    "f90/pt2pt": ("isendf90",),
+    "f90/coll": ("nonblockingf90",),
+    "f90/datatype": ("typecntsf90",),
+    "f90/rma": ("winaccf90",),
+    "f90/comm": ("commnamef90",),
+}
 
 
 class MpichTestsuite(AutotoolsPackage):
@@ -31,7 +47,9 @@ class MpichTestsuite(AutotoolsPackage):
     built tree is installed to run in place:
     `<prefix>/runtests -srcdir=<prefix> -tests=testlist -mpiexec=...`.
 
-    Left out: Fortran and C++ (the C ABI is what a bind plan swaps), ROMIO's I/O tests,
+    `+fortran` builds the Fortran tests too (f77 and f90), by the MPI's own mpif77 and
+    mpifort: a bind plan swaps the MPI's Fortran library (libmpifort) as well. Left out:
+    C++, ROMIO's I/O tests,
     dynamic processes (spawn: no container route starts new ranks), fault tolerance and
     the generated datatype pools (dtpools: thousands of variants of the datatype tests)."""
 
@@ -53,9 +71,10 @@ class MpichTestsuite(AutotoolsPackage):
     variant(
         "tests",
         default="all",
-        values=("all", "smoke"),
+        values=("all", "smoke", "fortran"),
         multi=False,
-        description="every C test, or the smoke slice (33 tests of at most 4 ranks)",
+        description="every test, the smoke slice (33 C tests of at most 4 ranks, 10 Fortran "
+        "ones with +fortran), or every Fortran test (+fortran)",
     )
 
     variant(
@@ -67,10 +86,20 @@ class MpichTestsuite(AutotoolsPackage):
         "standard ABI (mpicc_abi, libmpi_abi.so.1), which any MPI of that ABI then runs",
     )
 
+    variant(
+        "fortran",
+        default=False,
+        description="the Fortran tests too (f77, f90), by the MPI's mpif77 and mpifort",
+    )
+
     depends_on("c", type="build")
+    depends_on("fortran", type="build", when="+fortran")
     depends_on("mpi")
     # MPICH 5 is the first MPICH with the standard ABI's mpi.h and mpicc_abi
     conflicts("abi=standard", when="^mpich@:4", msg="the MPI-5 standard ABI needs MPICH 5")
+    conflicts("tests=fortran", when="~fortran", msg="the Fortran slice needs +fortran")
+    # the standard ABI's Fortran is mpif's (libmpif.so.1 over the C ABI), not the MPI's own
+    conflicts("+fortran", when="abi=standard", msg="the standard ABI has no MPI Fortran here")
     depends_on("perl", type="run")  # runtests
 
     configure_directory = "test/mpi"
@@ -86,13 +115,19 @@ class MpichTestsuite(AutotoolsPackage):
             # RUNPATH, as the images link: a bind plan's LD_LIBRARY_PATH must win over it
             "LDFLAGS=-Wl,--enable-new-dtags",
             "--enable-strictmpi",
-            "--enable-fortran=no",
+            *self._fortran(),
             "--disable-cxx",
             "--disable-romio",
             "--disable-spawn",
             "--disable-ft-tests",
             "--disable-dtpools",
         ]
+
+    def _fortran(self):
+        if not self.spec.satisfies("+fortran"):
+            return ["--enable-fortran=no"]
+        mpi = self.spec["mpi"]
+        return ["--enable-fortran=f77,f90", f"MPIF77={mpi.mpif77}", f"MPIFC={mpi.mpifc}"]
 
     @property
     def _mpicc_abi(self):
@@ -103,6 +138,13 @@ class MpichTestsuite(AutotoolsPackage):
             env.set("MPICC", self._mpicc_abi)
 
     def build(self, spec, prefix):
+        if spec.satisfies("tests=fortran"):  # f77 and f90 alone, under the top testlist
+            with working_dir(self.build_directory):
+                make("-C", "util")
+                for directory in FORTRAN_DIRECTORIES:
+                    make("-k", "-C", directory, fail_on_error=False)
+                _list_directories({directory: () for directory in FORTRAN_DIRECTORIES})
+            return
         if spec.satisfies("tests=all"):  # an MPI older than the suite lacks some calls:
             with working_dir(self.build_directory):  # what it cannot build is left out
                 make("-k", *self.build_targets, fail_on_error=False)
@@ -111,16 +153,16 @@ class MpichTestsuite(AutotoolsPackage):
         # a test that calls it is not built there, and counted so
         standard = spec.satisfies("abi=standard")
         keep_going = ["-k"] if standard else []
+        smoke = {**SMOKE, **(FORTRAN_SMOKE if spec.satisfies("+fortran") else {})}
         with working_dir(self.build_directory):
             make("-C", "util")
-            for directory, programs in SMOKE.items():
+            for directory, programs in smoke.items():
                 make(*keep_going, "-C", directory, *programs, fail_on_error=not standard)
                 with open(join_path(directory, "testlist"), encoding="utf-8") as listed:
                     lines = listed.read().splitlines()
-                with open(join_path(directory, "testlist"), "w", encoding="utf-8") as smoke:
-                    smoke.writelines(f"{_first_run(lines, program)}\n" for program in programs)
-            with open("testlist", "w", encoding="utf-8") as top:
-                top.write("\n".join(SMOKE) + "\n")
+                with open(join_path(directory, "testlist"), "w", encoding="utf-8") as cut:
+                    cut.writelines(f"{_first_run(lines, program)}\n" for program in programs)
+            _list_directories(smoke)
 
     def install(self, spec, prefix):
         """The runner, the testlists and the programs, in the build tree's layout."""
@@ -134,6 +176,20 @@ class MpichTestsuite(AutotoolsPackage):
                     if kept or (program and root != "." and _is_elf(path)):
                         mkdirp(join_path(prefix, root))
                         install(path, join_path(prefix, root, name))
+
+
+def _list_directories(smoke):
+    """Each directory's testlist names only the slice's subdirectories (f77 -> pt2pt, coll),
+    from the top-level one down (runtests walks them)."""
+    children = {}
+    for directory in smoke:
+        parts = directory.split("/")
+        for depth in range(len(parts)):
+            parent = "/".join(parts[:depth]) or "."
+            children.setdefault(parent, []).append(parts[depth])
+    for parent, names in children.items():
+        with open(join_path(parent, "testlist"), "w", encoding="utf-8") as listed:
+            listed.write("\n".join(dict.fromkeys(names)) + "\n")
 
 
 def _first_run(lines, program):
