@@ -20,6 +20,8 @@ def main() -> int:
     parser.add_argument("repeats", nargs="?", type=int, default=7)
     parser.add_argument("iterations", nargs="?", type=int, default=2_000_000)
     args = parser.parse_args()
+    if args.repeats < 1 or args.iterations < 1:
+        parser.error("REPEATS and ITERATIONS: 1 or more")
     with tempfile.TemporaryDirectory() as work:
         record = call_cost.measure(
             list(call_cost.HOSTS), Path(work), args.repeats, args.iterations

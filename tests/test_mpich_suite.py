@@ -202,3 +202,16 @@ def test_shards_split_every_list_and_their_records_merge_into_one_report(tmp_pat
     bad = subprocess.run([PROJECT_ROOT / "bin" / "climstack", "bench", "suite", "--shard",
                           "4/3"], capture_output=True, text=True)  # fmt: skip
     assert bad.returncode != 0 and "--shard 4/3: not K/N" in bad.stderr
+
+
+def test_a_failure_at_the_time_limit_is_named_as_such():
+    """A test Hydra stopped at its limit (a hang, or too slow on 2 cores) is marked in the
+    report apart from one that printed a wrong result; both stay unexpected."""
+    stopped = "## [mpiexec@vm] APPLICATION TIMED OUT, TIMEOUT = 60s\n"
+    outcomes = [Outcome("rma/put_flush_get 3", False, 60.4, stopped),
+                Outcome("rma/get_acc_local 1", False, 0.1, "Found 1 errors")]  # fmt: skip
+    lane = judged.Lane(HOST, "native", outcomes, {}, title="Debian's MPICH 4.0.2")
+    report = command.markdown([lane], "all")
+    assert "- failed: `rma/put_flush_get 3` (timed out)" in report
+    assert "- failed: `rma/get_acc_local 1`\n" in report
+    assert not lane.ok

@@ -15,7 +15,7 @@ from pathlib import Path
 from climstack.bench.abi import abi_hosts
 from climstack.bench.report import stats
 from climstack.common import process, progress
-from climstack.errors import ToolFailure
+from climstack.errors import ClimstackError, ToolFailure
 
 SOURCE = Path(__file__).with_name("call_cost.c")
 #: the hosts priced: MPICH 5.0.2's own standard ABI and the wrapped ones
@@ -65,6 +65,8 @@ def run(host: abi_hosts.Host, program: Path, env: dict, iterations: int) -> dict
 
 def measure(hosts: list[str], work: Path, repeats: int, iterations=ITERATIONS) -> dict:
     """host -> its route and, per call, the ns per call of each build over `repeats` runs."""
+    if repeats < 1 or iterations < 1:
+        raise ClimstackError(f"{repeats} repeats of {iterations} iterations", fix="1 or more")
     record = {}
     for name in hosts:
         host = abi_hosts.host(name, visible=(work,))

@@ -170,7 +170,9 @@ def markdown(lanes: list[judged.Lane], tests: str) -> str:
         )
     for lane in (lane for lane in lanes if not lane.ok):
         lines += ["", f"### {lane.host}, {lane.route}: unexpected", ""]
-        lines += [f"- failed: `{test}`" for test in lane.failed]
+        stopped = {o.test for o in lane.outcomes if o.timed_out}
+        lines += [f"- failed: `{test}`" + (" (timed out)" if test in stopped else "")
+                  for test in lane.failed]  # fmt: skip
         lines += [f"- listed, yet passed: `{test}`" for test in lane.unexpected_passes]
     timed = sorted(
         ((o, lane) for lane in lanes for o in lane.outcomes), key=lambda p: -p[0].seconds

@@ -26,6 +26,11 @@ class Outcome:
     seconds: float
     output: str = ""
 
+    @property
+    def timed_out(self) -> bool:
+        """Stopped at its time limit by the launcher (Hydra's words), not a wrong result."""
+        return "APPLICATION TIMED OUT" in self.output
+
 
 @dataclass(frozen=True)
 class Planned:
