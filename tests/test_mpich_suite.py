@@ -215,3 +215,26 @@ def test_a_failure_at_the_time_limit_is_named_as_such():
     assert "- failed: `rma/put_flush_get 3` (timed out)" in report
     assert "- failed: `rma/get_acc_local 1`\n" in report
     assert not lane.ok
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        ["suite-fortran-debian-mpich.json"],
+        [f"suite-mpich-3.4.3/shard-{k}.json" for k in range(2, 9)],
+    ],
+    ids=["fortran", "mpich-3.4.3"],
+)
+def test_the_pages_suite_tables_are_what_the_committed_records_print(records):
+    """docs/benchmarks.md shows each measured lane's row as `bench suite --report` prints it
+    from the committed records, judged against today's expected.yaml: a change of the
+    lists or of the judgement that moves a number shows here."""
+    paths = [PROJECT_ROOT / "docs" / "records" / name for name in records]
+    lanes, what = command.merged(paths)
+    rows = [line for line in command.markdown(lanes, what).splitlines() if line.startswith("| ")]
+    page = [
+        line.strip() for line in (PROJECT_ROOT / "docs" / "benchmarks.md").read_text().split("\n")
+    ]
+    for row in rows[2:]:  # past the header and its rule
+        assert row in page, f"docs/benchmarks.md lacks {row}"
+    assert not judged.container_only(lanes)
