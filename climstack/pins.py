@@ -49,8 +49,8 @@ SPACK_PACKAGES = GitPin(
     name="spack-packages",
     url_variable="CLIMSTACK_SPACK_PACKAGES_GIT",
     default_url="https://github.com/spack/spack-packages.git",
-    tag="v2025.11.0",  # the head of branch releases/v2025.11 that Spack v1.1 expects
-    commit="119680aeee8ea802c6111b7167583bddef97e82f",
+    tag="v2026.06.0",  # package API v2.2, which Spack 1.1.1 reads (docs/sites.md)
+    commit="d4f7c711a6a42f1c4d551c8fd10fce9a11340a81",
 )
 
 

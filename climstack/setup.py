@@ -25,7 +25,7 @@ from climstack.errors import ClimstackError
 from climstack.inputs.sites import SITE_FILE, SITES_DIR
 from climstack.launch import provided_apptainer
 from climstack.stack import environments
-from climstack.stack.sources import develop_trees
+from climstack.stack.sources import develop_trees, git_archives, git_sources
 
 CLONE_TIMEOUT_S = 900
 
@@ -178,9 +178,11 @@ def _skipped(step: str, why: str) -> None:
 
 
 def local_steps() -> None:
-    """The workstation's own steps: its compilers and tools for the local site, Debian's
-    develop tree, and an Apptainer where the system has none."""
+    """The workstation's own steps: its compilers and tools for the local site, Spack's
+    compiler wrapper and Debian's develop tree (the sources every build needs offline), and
+    an Apptainer where the system has none."""
     find_local_externals()
+    git_archives.place_compiler_wrapper(git_sources.local_mirror())
     develop_trees.ensure_develop_trees()
     if shutil.which("apptainer"):
         _skipped("the provided Apptainer", f"the system's is {shutil.which('apptainer')}")

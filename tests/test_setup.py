@@ -14,6 +14,7 @@ from climstack import setup as climstack_setup
 from climstack import spack
 from climstack.bind import elf
 from climstack.inputs import sites
+from climstack.stack.sources import git_sources
 from climstack_dev import IN_SPACK
 
 
@@ -72,6 +73,10 @@ def test_clone_from_a_local_mirror_path(tmp_path):
     detected = tmp_path / "local-externals"
     shutil.copytree(pins.local_externals(), detected)
     (tmp_path / "apptainer").symlink_to(pins.cache_dir() / "apptainer")
+    wrapper = git_sources.COMPILER_WRAPPER  # and the compiler wrapper's release, remade once
+    archive = Path("_source-cache", "archive", wrapper.sha256[:2], f"{wrapper.sha256}.tar.gz")
+    (tmp_path / "source-mirror" / archive).parent.mkdir(parents=True)
+    shutil.copyfile(git_sources.local_mirror() / archive, tmp_path / "source-mirror" / archive)
     proc = setup(
         CLIMSTACK_CACHE=str(tmp_path),
         CLIMSTACK_SPACK_GIT=str(pins.spack_root()),
@@ -79,7 +84,9 @@ def test_clone_from_a_local_mirror_path(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / pins.SPACK.cache_name / "bin" / "spack").is_file()
-    assert (tmp_path / "spack-packages-v2025.11.0" / "repos" / "spack_repo" / "builtin").is_dir()
+    assert (
+        tmp_path / pins.SPACK_PACKAGES.cache_name / "repos" / "spack_repo" / "builtin"
+    ).is_dir()
     for clone in (pins.SPACK.cache_name, pins.SPACK_PACKAGES.cache_name):  # compiled on arrival
         assert (
             tmp_path / clone / ".climstack-bytecode"

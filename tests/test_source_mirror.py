@@ -12,8 +12,10 @@ import tarfile
 import pytest
 import yaml
 
+from climstack import pins
 from climstack.errors import ClimstackError
 from climstack.stack.sources import debian_sources as ds
+from climstack.stack.sources import git_archives, git_sources
 from climstack.stack import lock_cache
 from climstack.stack.sources import source_mirror as sm
 
@@ -153,3 +155,36 @@ def test_a_tarball_changed_after_apts_check_is_refused(recipe, archive, tmp_path
     assert message.endswith(f" say {sha256}"), message
     assert "never disable spack's checksums" in refusal.value.fix.lower()
     assert not (tmp_path / "mirror").exists()
+
+
+def test_the_compiler_wrapper_every_build_runs_is_in_the_mirror_with_the_recipes_sha256():
+    """bin/setup placed builtin's compiler-wrapper release (a GitHub asset since
+    spack-packages 2026), remade from its tag, where Spack looks for it offline."""
+    release = git_sources.COMPILER_WRAPPER
+    recipe = pins.builtin_repo_root() / "packages" / "compiler_wrapper" / "package.py"
+    assert f'version("{release.version}", sha256="{release.sha256}")' in recipe.read_text()
+    placed = git_sources.local_mirror() / "_source-cache" / "archive" / release.sha256[:2]
+    assert sm.sha256sum(placed / f"{release.sha256}.tar.gz") == release.sha256
+
+
+def test_an_archive_remade_from_another_history_is_refused(tmp_path, monkeypatch):
+    """Negative control: the wrapper's files committed afresh and tagged v1.1.0 make another
+    archive (git archive records the commit): refused by the recipe's sha256, nothing kept."""
+    release = git_sources.COMPILER_WRAPPER
+    placed = git_sources.local_mirror() / "_source-cache" / "archive" / release.sha256[:2]
+    repo = tmp_path / "compiler-wrapper"
+    with tarfile.open(placed / f"{release.sha256}.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    (tmp_path / release.prefix.rstrip("/")).rename(repo)
+    git = ["git", "-C", repo, "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", repo], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "afresh"], check=True)
+    subprocess.run([*git, "tag", release.tag], check=True)
+    monkeypatch.setenv(git_sources.source_of(release.package).variable, str(repo))
+    monkeypatch.setattr(git_archives, "local_mirror", lambda: tmp_path / "no-site-mirror")
+    with pytest.raises(
+        ClimstackError, match=f"does not have the recipe's sha256 {release.sha256}"
+    ):
+        git_archives.place_compiler_wrapper(tmp_path / "mirror")
+    assert not list((tmp_path / "mirror").rglob("*.tar.gz"))

@@ -49,6 +49,9 @@ BASE_PACKAGES = (
     "zlib1g-dev",
     "libbz2-dev",
 )
+#: the libraries ADIOS2 links since spack-packages 2026 (no longer its vendored copies),
+#: Debian 12's, declared external (containers/local-image): no source of theirs is offline
+ADIOS2_LIBRARIES = ("libyaml-cpp-dev", "nlohmann-json3-dev", "libpugixml-dev")
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,11 @@ class Base:
 
 #: the recipes' `container.images.final` -> how it is built here
 BASES = {
-    "debian:12": Base("bookworm", BASE_PACKAGES, pins.PROJECT_ROOT / "containers" / "local-image"),
+    "debian:12": Base(
+        "bookworm",
+        BASE_PACKAGES + ADIOS2_LIBRARIES,
+        pins.PROJECT_ROOT / "containers" / "local-image",
+    ),
     # the MPI-5 ABI image: glibc 2.41 (Open MPI 6's libraries need GLIBC_2.38)
     "debian:13": Base(
         "trixie", BASE_PACKAGES, pins.PROJECT_ROOT / "containers" / "local-image-debian13"

@@ -18,9 +18,10 @@ ones air-gapped centres use. Nothing fetched is committed to this repository.
   (site/offline requires its tag's commit), assembled the same way, and the patch its
   recipe downloads from GitHub is made from the FMS repository (`git format-patch
   --no-signature` writes GitHub's .patch byte for byte) into the mirror.
-- **release tarballs remade from the tag** (adios2): GitHub's archive of a tag is `git
-  archive` of it gzipped by `gzip -n`, so the recipe's own version and sha256 serve
-  (GIT_RELEASES); its GitHub patches are made as FMS's are.
+- **release tarballs remade from the tag** (adios2, and compiler-wrapper, which every build
+  needs): GitHub's archive of a tag is `git archive` of it gzipped by `gzip -n`, so the
+  recipe's own version and sha256 serve (GIT_RELEASES); ADIOS2's GitHub patches are made
+  as FMS's are.
 """
 
 import json
@@ -35,6 +36,7 @@ from climstack.stack.sources import develop_trees, source_mirror
 from climstack.stack.sources.debian_sources import DebianSources
 from climstack.stack.sources.git_archives import assemble, place_patch, place_release
 from climstack.stack.sources.git_sources import (
+    ARCHIVE_SOURCES,
     ASSEMBLED,
     GIT_PATCHES,
     GIT_RELEASES,
@@ -70,11 +72,7 @@ def fill_git(env_dir: Path, mirror_dir: Path, names=None, spack: Spack = DEFAULT
     for need in source_mirror.needed_sources(env_dir, spack) if wanted else []:
         release = releases.get(need["name"])
         url = need["url"] or ""
-        if (
-            release
-            and need["version"] == release.version
-            and url.endswith(f"/{release.tag}.tar.gz")
-        ):
+        if release and need["version"] == release.version and release.serves(url):
             place_release(release, need, mirror_dir)
     names = [name for name in names if name not in releases]  # not git versions
     if not names:  # no git version: `spack mirror create` would mirror every spec
@@ -93,7 +91,8 @@ def fill_git(env_dir: Path, mirror_dir: Path, names=None, spack: Spack = DEFAULT
             environ=env,
         )
     except ClimstackError as err:
-        variables = ", ".join(s.variable for s in (*GIT_SOURCES, *SUBMODULE_SOURCES))
+        sources = (*GIT_SOURCES, *ARCHIVE_SOURCES, *SUBMODULE_SOURCES)
+        variables = ", ".join(s.variable for s in sources)
         raise ClimstackError(
             f"cannot fill {mirror_dir} from the benchmarks' git repositories: "
             f"{err.message.strip().splitlines()[-1]}",
@@ -106,7 +105,7 @@ def fill(env_dir: Path, mirror_dir: Path) -> None:
     """Every source of the environment Spack cannot download here, once per input."""
     inputs = stamp.digest(
         (env_dir / "spack.lock").read_text(),
-        *(source.url for source in (*GIT_SOURCES, *SUBMODULE_SOURCES)),
+        *(source.url for source in (*GIT_SOURCES, *ARCHIVE_SOURCES, *SUBMODULE_SOURCES)),
     )
 
     def fill_mirror():
@@ -115,7 +114,10 @@ def fill(env_dir: Path, mirror_dir: Path) -> None:
                 env_dir, mirror_dir, DebianSources(suites=("trixie",))
             )
             fill_git(env_dir, mirror_dir)
-        elsewhere = (*(s.package for s in GIT_SOURCES), develop_trees.NETCDF_FORTRAN.package)
+        elsewhere = (
+            *(s.package for s in (*GIT_SOURCES, *ARCHIVE_SOURCES)),
+            develop_trees.NETCDF_FORTRAN.package,
+        )
         for spec, outcome in sorted(report.items()):
             if "no Debian source" in outcome and not spec.startswith(elsewhere):
                 print(f"source mirror: {spec}: {outcome}")

@@ -15,7 +15,7 @@ from climstack.errors import ClimstackError
 from climstack.stack.sources import source_mirror
 from climstack.stack.sources.git_sources import (
     ASSEMBLED,
-    GIT_SOURCES,
+    COMPILER_WRAPPER,
     SUBMODULE_SOURCES,
     GitPatch,
     GitRelease,
@@ -23,6 +23,7 @@ from climstack.stack.sources.git_sources import (
     _git_url,
     git_environ,
     local_mirror,
+    source_of,
 )
 
 
@@ -42,20 +43,22 @@ def place_patch(patch: GitPatch, mirror_dir: Path) -> Path:
     final = patch.mirror_path(mirror_dir)
     if final.is_file() or _copied_from_site_mirror(final, mirror_dir):
         return final
-    source = next(s for s in GIT_SOURCES if s.package == patch.package)
+    source = source_of(patch.package)
     env = {**os.environ, **git_environ()}
     with tempfile.TemporaryDirectory() as tmp:
         what = f"fetching {patch.package}'s commit {patch.commit[:12]} for its recipe's patch"
         fix = f"set {source.variable} to a reachable git mirror or a local clone"
-        process.run(["git", "init", "--quiet", "--bare", tmp], what, env=env)
-        url = _git_url(source.url)
-        # depth 3: GitHub's patch of a merge commit is its newest non-merge commit's, whose
-        # parent git needs (a grandparent of the merge)
-        fetch = ["git", "-C", tmp, "fetch", "--quiet", "--depth", "3", url, patch.commit]
-        process.run(fetch, what, env=env, timeout=600, fix=fix)
+        url = _rewritten(_git_url(source.url))
+        repo = Path(unquote(url.removeprefix("file://"))) if url.startswith("file://") else tmp
+        if repo == tmp:  # a local copy is used in place: a partial one cannot serve a fetch
+            process.run(["git", "init", "--quiet", "--bare", tmp], what, env=env)
+            # depth 3: GitHub's patch of a merge commit is its newest non-merge commit's,
+            # whose parent git needs (a grandparent of the merge)
+            fetch = ["git", "-C", tmp, "fetch", "--quiet", "--depth", "3", url, patch.commit]
+            process.run(fetch, what, env=env, timeout=600, fix=fix)
         made = Path(tmp) / "made.patch"  # bytes: a patch need not be UTF-8 (MPICH's is not)
         process.run(
-            ["git", "-C", tmp, "format-patch", "-1", f"--output={made}", "--full-index"]
+            ["git", "-C", str(repo), "format-patch", "-1", f"--output={made}", "--full-index"]
             + ["--no-signature", patch.commit],
             what,
             env=env,
@@ -78,7 +81,7 @@ def place_release(release: GitRelease, need: dict, mirror_dir: Path) -> Path:
     final = mirror_dir / need["paths"][0]
     if final.is_file() or _copied_from_site_mirror(final, mirror_dir):
         return final
-    source = next(s for s in GIT_SOURCES if s.package == release.package)
+    source = source_of(release.package)
     fix = f"point {source.variable} at a faithful copy of {source.upstream}"
     with tempfile.TemporaryDirectory() as tmp:
         repo = _repository(source, Path(tmp))
@@ -95,6 +98,17 @@ def place_release(release: GitRelease, need: dict, mirror_dir: Path) -> Path:
             )
         source_mirror.store(mirror_dir, need["paths"], made)
     return final
+
+
+def place_compiler_wrapper(mirror_dir: Path) -> Path:
+    """The compiler wrapper's release at the path Spack looks for it in mirror_dir, before
+    any environment is solved: every build, a test's or the smoke slice's too, runs it."""
+    release, sha256 = COMPILER_WRAPPER, COMPILER_WRAPPER.sha256
+    paths = [
+        f"_source-cache/archive/{sha256[:2]}/{sha256}.tar.gz",
+        f"{release.package}/{release.package}-{release.version}.tar.gz",
+    ]
+    return place_release(release, {"sha256": sha256, "paths": paths}, mirror_dir)
 
 
 def _repository(source: GitSource, tmp: Path) -> Path:
@@ -165,7 +179,7 @@ def assemble(package: str, mirror_dir: Path) -> Path:
     where Spack looks for the git version (`_source-cache/git/<owner>/<repo>.git/<commit>
     .tar.gz`), made once."""
     commit = ASSEMBLED[package]
-    source = next(s for s in GIT_SOURCES if s.package == package)
+    source = source_of(package)
     owner_repo = source.upstream.removeprefix("https://github.com/")
     final = mirror_dir / "_source-cache" / "git" / owner_repo / f"{commit}.tar.gz"
     if final.is_file() or _copied_from_site_mirror(final, mirror_dir):

@@ -38,6 +38,12 @@ GIT_SOURCES = (
     GitSource("mpif", "https://github.com/eschnett/mpif.git"),
     GitSource("mpi-abi-wrapper", "https://github.com/eschnett/mpi_abi_wrapper.git"),
 )
+#: repositories of packages that are not git versions, from which only a recipe's archive
+#: (GIT_RELEASES) or patches (GIT_PATCHES) are remade
+ARCHIVE_SOURCES = (
+    GitSource("compiler-wrapper", "https://github.com/spack/compiler-wrapper.git"),
+    GitSource("netcdf-c", "https://github.com/Unidata/netcdf-c.git"),
+)
 #: git versions whose archive is assembled (`git archive`, submodules included) rather
 #: than cloned in full by `spack mirror create`: MOM6's recipe pin, the FMS 2023.03
 #: commit site/offline requires and mpi_abi_wrapper's recipe pin (the fetched copy lacks
@@ -74,6 +80,12 @@ class GitPatch:
 
 
 GIT_PATCHES = (
+    # netcdf-c@:4.9: CVE-2025-14933 (netcdf-c PR 3153), since spack-packages 2026
+    GitPatch(
+        "netcdf-c",
+        "0e0cb290673fa5a8056df603a95d6bdc7865e9c4",
+        "5adacbeb7021ba59e6cdb23bb0095c720b9da925b276418c66d5eb9c8ddb0d56",
+    ),
     # fms@2023.03: "Update CMakeLists.txt - append extra flags for gnu 10+ with mpich"
     GitPatch(
         "fms",
@@ -97,17 +109,41 @@ GIT_PATCHES = (
 
 @dataclass(frozen=True)
 class GitRelease:
-    """A release the recipe downloads as GitHub's archive of its tag, remade from the
-    package's git repository: `git archive` of the tag gzipped by `gzip -n` is that archive
-    byte for byte, so the recipe's version and sha256 serve unchanged."""
+    """A release the recipe downloads as GitHub's archive of its tag (or a release asset
+    made the same way), remade from the package's git repository: `git archive` of the tag
+    gzipped by `gzip -n` is that archive byte for byte, so the recipe's version and sha256
+    serve unchanged."""
 
     package: str  # whose GitSource has the tag
     version: str
     tag: str
     prefix: str  # the archive's top directory
+    url_tail: str = ""  # how the recipe's URL ends, if not as GitHub's archive: /<tag>.tar.gz
+    sha256: str = ""  # the recipe's, where it is placed before any environment is solved
+
+    def serves(self, url: str) -> bool:
+        return url.endswith(self.url_tail or f"/{self.tag}.tar.gz")
 
 
-GIT_RELEASES = (GitRelease("adios2", "2.10.2", "v2.10.2", "ADIOS2-2.10.2/"),)
+GIT_RELEASES = (
+    GitRelease("adios2", "2.10.2", "v2.10.2", "ADIOS2-2.10.2/"),
+    # the wrapper around the compilers that every Spack build runs: builtin's recipe
+    # downloads it as a GitHub release asset since spack-packages 2026 (bin/setup places it)
+    GitRelease(
+        "compiler-wrapper",
+        "1.1.0",
+        "v1.1.0",
+        "compiler-wrapper-1.1.0/",
+        url_tail="/v1.1.0/compiler-wrapper-1.1.0.tar.gz",
+        sha256="a07b35081d14b0729090bc1e5790a5dda2d5b997e064c62da39a1224ee249b2a",
+    ),
+)
+COMPILER_WRAPPER = GIT_RELEASES[1]
+
+
+def source_of(package: str) -> GitSource:
+    """The git repository of a package of GIT_SOURCES or ARCHIVE_SOURCES."""
+    return next(s for s in (*GIT_SOURCES, *ARCHIVE_SOURCES) if s.package == package)
 
 
 def _git_url(url: str) -> str:
@@ -118,7 +154,7 @@ def _git_url(url: str) -> str:
 def git_environ() -> dict:
     """git configuration (through the environment) mapping each upstream URL overridden
     by its CLIMSTACK_<NAME>_GIT to the override."""
-    sources = (*GIT_SOURCES, *SUBMODULE_SOURCES)
+    sources = (*GIT_SOURCES, *ARCHIVE_SOURCES, *SUBMODULE_SOURCES)
     overrides = [(s.url, s.upstream) for s in sources if s.url != s.upstream]
     env = {"GIT_CONFIG_COUNT": str(len(overrides)), "GIT_TERMINAL_PROMPT": "0"}
     for index, (url, upstream) in enumerate(overrides):

@@ -23,3 +23,18 @@ class Adios2(BuiltinAdios2):
     def cmake_args(self):
         args = super().cmake_args()
         return args + [self.define(f"ADIOS2_USE_{f}", False) for f in self.UNDECLARED_FEATURES]
+
+
+def _lower_hdf5_floor(package, floor: str) -> None:
+    """Builtin (spack-packages PR 3626, 2026) asks HDF5 1.12 or newer of ADIOS2 2.9 and later,
+    giving no reason. ADIOS2 2.10.2's HDF5 engine builds and runs on HDF5 1.10: the image's
+    HDF5 is 1.10.8, the host's release (the bind-host-netcdf mode needs it), and benchio
+    writes through that engine there (docs/benchmarks.md). No directive removes an
+    inherited dependency, so the floor is lowered in place."""
+    for when, by_name in package.dependencies.items():
+        dependency = by_name.get("hdf5")
+        if when.satisfies("@2.9:") and dependency and dependency.spec.satisfies("hdf5@1.12:"):
+            dependency.spec = Spec(f"hdf5@{floor}:")
+
+
+_lower_hdf5_floor(Adios2, "1.10")

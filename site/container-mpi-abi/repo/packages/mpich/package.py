@@ -12,11 +12,8 @@ class Mpich(BuiltinMpich):
     MPICH also builds `libmpi_abi.so.1` (`--enable-mpi-abi`) and its `mpicc_abi`, and every
     package that builds with this MPI's compiler wrappers compiles against the standard
     ABI's `mpi.h` and links `libmpi_abi.so.1` alone, so that any MPI-5 ABI library (MPICH,
-    Intel MPI, Open MPI 6) can replace it at run time (containers/mpi-abi/). Our pinned
-    builtin recipe has neither the variant nor MPICH 5."""
-
-    version("5.0.1", sha256="8c1832a13ddacf071685069f5fadfd1f2877a29e1a628652892c65211b1f3327")
-    version("5.0.0", sha256="e9350e32224283e95311f22134f36c98e3cd1c665d17fae20a6cc92ed3cffe11")
+    Intel MPI, Open MPI 6) can replace it at run time (containers/mpi-abi/). Builtin has
+    MPICH 5.0.0 and 5.0.1 since spack-packages 2026, but not the variant."""
 
     variant(
         "abi",
