@@ -34,11 +34,9 @@ from climstack.launch import oci_images
 from climstack.launch.runtimes import apptainer
 from climstack.stack.sources import bench_sources, git_sources
 from climstack.stack import buildcache as bc
-from climstack.stack.sources import debian_sources as ds
 from climstack.stack import environments, lock_cache, oci_cache, signing
-from climstack.stack.sources import source_mirror as sm
 from climstack.stack.registry import Registry
-from climstack_dev.centre import SLICE_SUITES, Centre, slice_env
+from climstack_dev.centre import Centre, fill_slice_mirror, slice_env
 
 
 def size(path: Path) -> str:
@@ -85,9 +83,7 @@ def measure(work: Path, registry: Registry | None) -> None:
     timed("A: concretize the slice --fresh", lambda: slice_env(env, spack=a))
     timed(
         "A: fill source mirror from Debian",
-        lambda: sm.fill_from_debian(
-            env, work / "a" / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), spack=a
-        ),
+        lambda: fill_slice_mirror(env, work / "a" / "source-mirror", spack=a),
     )
     build, _ = timed(
         "A: build from source (spack install -j2)",

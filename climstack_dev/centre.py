@@ -15,11 +15,12 @@ from climstack.spack import DEFAULT, Spack
 from climstack.stack import buildcache as bc
 from climstack.stack.sources import debian_sources as ds
 from climstack.stack import environments, lock_cache, signing
+from climstack.stack.sources import git_archives, git_sources
 from climstack.stack.sources import source_mirror as sm
 
 #: the probes plus netcdf-c 4.9.3: Debian's orig tarball (trixie) is Spack's, byte for
-#: byte; 4.9.0's is too, but its recipe also applies a patch downloaded from GitHub, which
-#: no mirror here holds. ~szip ~blosc ~zstd: those libraries' Debian tarballs are repacked.
+#: byte, and its recipe's CVE patch is made from git (git_sources.GIT_PATCHES).
+#: ~szip ~blosc ~zstd: those libraries' Debian tarballs are repacked.
 SLICE_SPECS = (*environments.definition("probes"), "netcdf-c@4.9.3 +mpi ~szip ~blosc ~zstd")
 #: Debian suites searched for the slice's sources besides the host's own
 SLICE_SUITES = ("trixie",)
@@ -88,6 +89,17 @@ def slice_env(env_dir: Path, specs=SLICE_SPECS, spack: Spack = DEFAULT) -> Path:
     return env_dir
 
 
+def fill_slice_mirror(env: Path, mirror: Path, spack: Spack) -> dict:
+    """The slice's sources in `mirror`: Debian's byte-identical archives, then what no Debian
+    archive carries, made from git (or copied from this machine's source mirror): Spack's
+    compiler wrapper and NetCDF-C's patch. Returns fill_from_debian's report."""
+    report = sm.fill_from_debian(env, mirror, ds.DebianSources(suites=SLICE_SUITES), spack=spack)
+    git_archives.place_compiler_wrapper(mirror)
+    for patch in (p for p in git_sources.GIT_PATCHES if p.package == "netcdf-c"):
+        git_archives.place_patch(patch, mirror)
+    return report
+
+
 def centre_a():
     """Centre A of the buildcache tests: its key, the slice built from the Debian-filled
     source mirror and pushed signed to a file:// cache, all kept under DEMO (only the first
@@ -101,9 +113,7 @@ def centre_a():
             signing.gpg_export(public, spack=a)
         env = a.home / "slice"
         slice_env(env, spack=a)
-        report = sm.fill_from_debian(
-            env, a.home / "source-mirror", ds.DebianSources(suites=SLICE_SUITES), spack=a
-        )
+        report = fill_slice_mirror(env, a.home / "source-mirror", spack=a)
         a.run("install", "-j2", env=env, timeout=5400)
         roots = sorted(r["hash"] for r in json.loads((env / "spack.lock").read_text())["roots"])
         cache = DEMO / "caches" / stamp.digest(" ".join(roots))

@@ -17,6 +17,7 @@ from climstack.common import atomic, process, progress, stamp
 from climstack.image import build_args, image, sif
 from climstack.launch.runtimes import apptainer
 from climstack.stack import containers, environments
+from climstack.stack.sources import git_archives
 
 #: the user cache, bound into the build at a mount point every Debian image has
 MOUNT = "/mnt"
@@ -82,8 +83,8 @@ def clingo_index() -> Path:
 
 def arguments(slice_name: str = "probes") -> dict[str, str]:
     """Build arguments for the recipe, every one local (paths as seen inside the build)."""
-    mirror = _inputs() / "source-mirror"
-    mirror.mkdir(parents=True, exist_ok=True)
+    mirror = _inputs() / "source-mirror"  # the probes' one archive: Spack's compiler wrapper
+    git_archives.place_compiler_wrapper(mirror)
     local = {
         "spack_git": pins.cache_dir() / pins.SPACK.cache_name,
         "spack_packages_git": pins.cache_dir() / pins.SPACK_PACKAGES.cache_name,

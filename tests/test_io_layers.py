@@ -196,10 +196,15 @@ def test_adios2_iotest_and_bpls_run_in_the_image(archer2_image, tmp_path):
     assert "double   T" in listing.stdout and "2*{32, 16, 16}" in listing.stdout, listing.stdout
 
 
+#: the libraries ADIOS2 links beside HDF5 (spack-packages 2026), in the image Debian 12's
+ADIOS2_LIBRARIES = ("libyaml-cpp.so", "libpugixml.so")
+DEBIAN_LIB = "/usr/lib/x86_64-linux-gnu"
+
+
 def host_adios2(image_dir: Path, root: Path, version: str | None = None) -> Path:
-    """The image's ADIOS2 libraries and the HDF5 they link, copied to `root`/lib as a
-    centre's module tree holds them; `version`: renamed to that SOVERSION (patchelf),
-    standing for another release."""
+    """The image's ADIOS2 libraries and the HDF5, YAML and XML libraries they link, copied
+    to `root`/lib as a centre's module tree holds them; `version`: renamed to that
+    SOVERSION (patchelf), standing for another release."""
     lib = root / "lib"
     lib.mkdir(parents=True)
     view = image_check.resolve_in(image_dir, PurePosixPath(image.VIEW, "lib"))
@@ -207,6 +212,10 @@ def host_adios2(image_dir: Path, root: Path, version: str | None = None) -> Path
         if name.startswith(("libadios2_", "libhdf5.so")) and ".so." in name:
             real = image_check.resolve_in(image_dir, PurePosixPath(image.VIEW, "lib", name))
             shutil.copyfile(real, lib / name)
+    for needed in elf_needed(lib / "libadios2_core.so.2.10"):  # its own libraries (Debian's)
+        if needed.startswith(ADIOS2_LIBRARIES):
+            real = image_check.resolve_in(image_dir, PurePosixPath(DEBIAN_LIB, needed))
+            shutil.copyfile(real, lib / needed)
     if version:
         for path in sorted(lib.glob("libadios2_*.so.2.10*")):
             stem = path.name.split(".so.")[0]

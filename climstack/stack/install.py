@@ -6,12 +6,13 @@ from pathlib import Path
 from climstack import spack
 from climstack.common import progress
 from climstack.stack import environments
-from climstack.stack.sources import bench_sources, git_sources
+from climstack.stack.sources import bench_sources, develop_trees, git_sources
 
 
 def install(env_dir: Path) -> dict[str, Path]:
     """Fill the source mirror, install the whole environment; name -> prefix."""
     bench_sources.fill(env_dir, git_sources.local_mirror())
+    develop_trees.refresh_for(env_dir)
     with progress.step(f"installing the whole {environments.label(env_dir)} environment"):
         spack.stream("install", "-j", "2", env=env_dir)
     return installed(env_dir)

@@ -9,6 +9,7 @@ of its own (`local_tree`), and each image gets a copy of the pristine tree. (An 
 copied the local environment's built-in tree and linked its stale objects, whose RPATH
 named this host's paths.)"""
 
+import json
 import os
 import shutil
 import tarfile
@@ -111,6 +112,26 @@ def local_tree(tree: DebianTree = NETCDF_FORTRAN) -> Path:
         shutil.copytree(pristine, work, symlinks=True, dirs_exist_ok=True)
 
     return atomic.directory(final, fill)
+
+
+def refresh_for(env_dir: Path, tree: DebianTree = NETCDF_FORTRAN) -> None:
+    """Make the local tree afresh from the pristine one when env_dir's lock builds another
+    spec in it (a dependency changed): Spack builds a develop tree incrementally, so the
+    objects and libraries of the last build, linked against the old dependencies (their
+    RUNPATH naming the old prefixes), would be installed again."""
+    lock = env_dir / "spack.lock"
+    if os.environ.get(tree.variable) or not lock.is_file():
+        return
+    nodes = json.loads(lock.read_text())["concrete_specs"]
+    wanted = " ".join(sorted(h for h, node in nodes.items() if node["name"] == tree.package))
+    local = local_tree(tree)
+    built_for = local.with_name(f".{local.name}.spec")
+    if not wanted or (built_for.is_file() and built_for.read_text() == wanted):
+        return
+    with progress.step(f"copying {local} afresh for {tree.package}/{wanted[:7]}"):
+        shutil.rmtree(local)
+        local_tree(tree)
+    atomic.write_text(built_for, wanted)
 
 
 def develop_section(path: Path, tree: DebianTree = NETCDF_FORTRAN) -> dict:
