@@ -118,7 +118,7 @@ def refresh_for(env_dir: Path, tree: DebianTree = NETCDF_FORTRAN) -> None:
     """Make the local tree afresh from the pristine one when env_dir's lock builds another
     spec in it (a dependency changed): Spack builds a develop tree incrementally, so the
     objects and libraries of the last build, linked against the old dependencies (their
-    RUNPATH naming the old prefixes), would be installed again."""
+    RPATH naming the old prefixes), would be installed again."""
     lock = env_dir / "spack.lock"
     if os.environ.get(tree.variable) or not lock.is_file():
         return
