@@ -6,15 +6,17 @@ the ARCHER2-style image through the bind plan, judged both ways against the expe
 failures; and a route that loses the plan is caught test by test."""
 
 import json
+import re
 import subprocess
 
 import pytest
 from conftest import PROJECT_ROOT
 
+from climstack.bench import host_builds
 from climstack.bench.suite import command, judged, suite_builds, suite_lanes, suite_run
 from climstack.bench.suite.suite_run import Outcome
 from climstack.bind import elf
-from climstack.errors import ClimstackError
+from climstack.errors import ClimstackError, ToolFailure
 from climstack.image import image
 from climstack.launch.runtimes.charliecloud import HERE
 
@@ -97,6 +99,50 @@ def test_the_standard_abi_suite_passes_natively_and_through_the_bind_plan(abi_im
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "| MPICH 5.0.2 | bind-abi | 32 | 32 | 0 | 0 | 0 | 1 | 0 |" in proc.stdout
+    # each rank's libraries: the plan's links, then the image's own (its %environment's),
+    # where a program built outside the image (mpif's Fortran tests) finds libmpif.so.1
+    made = suite_lanes.lane("mpich", "bind-abi", "smoke", tmp_path / "lane", abi_image)
+    [path] = re.findall(r"--set-env=LD_LIBRARY_PATH=(\S+)", made.wrapper)
+    *links, last = path.split(":")
+    assert links and last == suite_lanes.IMAGE_LIBRARIES == "/opt/views/view/lib"
+    assert (abi_image / last.lstrip("/") / elf.MPIF_SONAME).exists()
+
+
+def test_the_standard_abis_fortran_is_built_by_mpif_and_leaves_the_other_builds_alone():
+    """Fortran over the standard ABI: mpif's mpifort over MPICH 5.0.2's `+abi` (the overlay
+    recipes of the MPI-5 image), so a lane exists on every host of that ABI; the C builds'
+    environments keep their manifests, so their cached builds stay."""
+    fortran = suite_builds.builds("fortran", suite_builds.STANDARD).manifest()["spack"]
+    [root] = fortran["specs"]
+    assert root.startswith("mpich-testsuite tests=fortran abi=standard +fortran ^mpif ")
+    assert fortran["packages"]["mpi"] == {"require": ["mpif"]}
+    [external] = fortran["packages"]["mpich"]["externals"]
+    assert "+abi" in external["spec"].split() and not fortran["packages"]["mpich"]["buildable"]
+    assert fortran["repos"]["climstack_mpi_abi"] == str(suite_builds.ABI_REPO)
+    for tests in ("smoke", "all"):
+        other = suite_builds.builds(tests, suite_builds.STANDARD).manifest()["spack"]
+        assert list(other["repos"]) == ["climstack"] and "mpi" not in other["packages"]
+    assert suite_lanes.hosts_of("bind-abi", "fortran") == suite_lanes.STANDARD_ABI_HOSTS
+
+
+def test_a_build_is_found_by_the_host_mpi_under_its_mpi():
+    """Which host MPI a root was built against: its `mpi` itself, or the MPI that mpif (its
+    `mpi`) is built over; a lock without one of the hosts is refused."""
+
+    def node(name, version, *deps):
+        return {"name": name, "version": version, "dependencies": [{"hash": d} for d in deps]}
+
+    lock = {
+        "concrete_specs": {
+            "suite": node("mpich-testsuite", "4.0.2.debian", "perl", "mpif"),
+            "perl": node("perl", "5.36.0"),
+            "mpif": node("mpif", "1.0.0", "mpich"),
+            "mpich": node("mpich", "5.0.2"),
+        }
+    }
+    assert host_builds._host_of(lock, "suite", ("mpich-3.4.3", "mpich-5")) == "mpich-5"
+    with pytest.raises(ToolFailure, match="no host MPI of mpich-3.4.3 under mpich-testsuite"):
+        host_builds._host_of(lock, "suite", ("mpich-3.4.3",))
 
 
 def test_a_route_without_the_plan_fails_test_by_test(suite, image_dir, tmp_path):
@@ -128,6 +174,15 @@ def test_expected_failures_are_gated_both_ways(tmp_path):
               Outcome("errors/coll/iscatterlength 4 xfail=ticket3655", True, 1.0)]  # fmt: skip
     by_mpich = judged.Lane(HOST, "bind", marked, {})  # MPICH's testlist expects them to fail
     assert by_mpich.ok and by_mpich.expected_failures == [marked[0].test]
+    # a pattern lists every test it matches: each must fail
+    runs = [Outcome("part/parrived 2 arg=-spart=8", False, 1.0, "x"),
+            Outcome("part/no_start 2", False, 1.0, "x"),
+            Outcome("pt2pt/sendall 4", True, 1.0)]  # fmt: skip
+    by_pattern = judged.Lane(HOST, "bind", runs, {"part/*": "MPI-4's partitioned calls"})
+    assert by_pattern.ok and by_pattern.expected_failures == [r.test for r in runs[:2]]
+    runs[1] = Outcome("part/no_start 2", True, 1.0)
+    by_pattern = judged.Lane(HOST, "bind", runs, {"part/*": "MPI-4's partitioned calls"})
+    assert by_pattern.unexpected_passes == ["part/no_start 2"] and not by_pattern.ok
     lists = tmp_path / "expected.yaml"
     lists.write_text("debian-mpich:\n  bind:\n    rma/test1 2: ''\n")
     with pytest.raises(ClimstackError, match="without a reason"):

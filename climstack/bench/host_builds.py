@@ -14,7 +14,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -78,6 +78,8 @@ class HostBuilds:
     complete: Callable[[Path], bool]  # does an install prefix hold what the build makes?
     hosts: tuple[str, ...]
     fill_sources: Callable[[Path], None] = lambda env: None  # after concretizing
+    packages: dict = field(default_factory=dict)  # more package settings of the manifest
+    repos: dict = field(default_factory=dict)  # more package repositories (name -> path)
 
     def prefixes(self, names=None, spack: Spack = DEFAULT) -> dict[str, Path]:
         """name -> the install prefix built against that host MPI. All of `hosts` are
@@ -97,6 +99,7 @@ class HostBuilds:
             text.replace(str(pins.PROJECT_ROOT), "<project>"),
             SITES_DIR / "offline",
             self.recipe,
+            *map(Path, self.repos.values()),
             _local_externals() / "packages.yaml",
             pins.SPACK.commit,
             pins.SPACK_PACKAGES.commit,
@@ -136,10 +139,11 @@ class HostBuilds:
         packages["python"] = {**site_packages["packages"]["python"], "buildable": False}
         packages |= {name: {"buildable": False} for name in ("cmake", "gmake")}
         packages |= {language: {"require": ["gcc"]} for language in ("c", "cxx")}
+        packages |= self.packages
         return {
             "spack": {
                 "include": [str(_local_externals()), str(SITES_DIR / "offline")],
-                "repos": {"climstack": str(pins.PROJECT_ROOT / "repo")},
+                "repos": {"climstack": str(pins.PROJECT_ROOT / "repo"), **self.repos},
                 "specs": [f"{self.root} ^{host.spec.replace('@', '@=')}" for host in hosts],
                 "packages": packages,
                 "concretizer": {"unify": False, "reuse": False, "static_analysis": True},
@@ -174,18 +178,8 @@ class HostBuilds:
         listed = spack.run("find", "--format", "{hash} {prefix}", env=env).stdout.split("\n")
         pairs = (line.split(" ", 1) for line in listed if " " in line)
         installed = {digest: prefix for digest, prefix in pairs if len(digest) == 32}
-        found = {}
-        for root in lock["roots"]:
-            node = lock["concrete_specs"][root["hash"]]
-            mpi = next(
-                lock["concrete_specs"][dep["hash"]]
-                for dep in node["dependencies"]
-                if "mpi" in dep["parameters"]["virtuals"]
-            )
-            spec = f"{mpi['name']}@{mpi['version']}"
-            found[next(n for n in self.hosts if HOSTS[n].spec == spec)] = Path(
-                installed[root["hash"]]
-            )
+        roots = [root["hash"] for root in lock["roots"]]
+        found = {_host_of(lock, root, self.hosts): Path(installed[root]) for root in roots}
         if set(found) != set(self.hosts) or not all(map(self.complete, found.values())):
             raise ToolFailure(
                 f"Spack's installs in {env} lack what {self.root} installs for some of "
@@ -193,6 +187,21 @@ class HostBuilds:
                 fix=f"rm -rf {env} and call again; if it recurs, fix {self.recipe}",
             )
         return found
+
+
+def _host_of(lock: dict, root: str, hosts) -> str:
+    """The host MPI (of `hosts`) a root of the lock was built against: the external its
+    `mpi` is, or that its MPI builds on (mpif over MPICH's standard ABI)."""
+    specs, seen, todo = lock["concrete_specs"], set(), [root]
+    while todo:
+        node = specs[todo.pop()]
+        for name in hosts:
+            if HOSTS[name].spec == f"{node['name']}@{node['version']}":
+                return name
+        fresh = [dep["hash"] for dep in node.get("dependencies", []) if dep["hash"] not in seen]
+        seen.update(fresh)
+        todo += fresh
+    raise ToolFailure(f"no host MPI of {', '.join(hosts)} under {specs[root]['name']}")
 
 
 def _read(path: Path) -> dict[str, Path]:

@@ -41,7 +41,8 @@ def run_suite(args, fresh_out) -> int:
             f"no lane: no host of {','.join(hosts)} has a route of {','.join(routes)}"
             + (" with the Fortran tests" if args.tests == "fortran" else ""),
             fix="see `climstack bench suite --help`" if args.tests != "fortran" else
-            "the Fortran tests run where the MPI has its own Fortran side: "
+            "the MPICH ABI's Fortran tests run where the MPI has its own Fortran side (the "
+            "standard ABI's through mpif, on every host): "
             + "; ".join(f"{r}: {h or 'none'}" for r, h in fortran.items()),
         )  # fmt: skip
     args.out = args.out or pins.cache_dir() / "bench" / time.strftime("suite-%Y%m%d-%H%M%S")
@@ -151,8 +152,13 @@ def report_of(paths: list[Path]) -> int:
 def markdown(lanes: list[judged.Lane], tests: str) -> str:
     lines = [f"# MPICH's test suite ({tests}): {suite_builds.PACKAGE}", ""]
     only = judged.container_only(lanes)
+    listed = {(lane.host, lane.route): lane.expected for lane in lanes}
     lines += ["## Container-only failures (pass natively, fail in the image)", ""]
-    lines += [f"- {host}, {route}: `{test}`" for host, route, test in only] or ["none", ""]
+    lines += [
+        f"- {host}, {route}: `{test}`"
+        + (f" (named: {why})" if (why := judged.reason(test, listed[(host, route)])) else "")
+        for host, route, test in only
+    ] or ["none", ""]
     if only:
         lines.append("")
     lines += [

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from climstack import pins
 from climstack.bench import host_builds
+from climstack.inputs.sites import SITES_DIR
 from climstack.stack.sources import bench_sources, git_sources
 
 PACKAGE = "mpich-testsuite"
@@ -25,6 +26,8 @@ HOSTS = ("debian-mpich", "mpich-3.4.3", "mpich-4.1")
 FORTRAN = ("debian-mpich",)
 #: the MPI whose mpicc_abi builds the standard-ABI suite
 STANDARD = "mpich-5"
+#: the standard ABI's Fortran is mpif's: the overlay recipes of the MPI-5 image
+ABI_REPO = SITES_DIR / "container-mpi-abi" / "repo"
 
 
 def _installed(prefix: Path) -> bool:
@@ -36,6 +39,9 @@ def builds(tests: str, host: str) -> host_builds.HostBuilds:
     its own, so a run on one host MPI (make test's) builds that one alone."""
     abi = " abi=standard" if host == STANDARD else ""
     fortran = " +fortran" if host in FORTRAN else ""
+    settings = {}
+    if host == STANDARD and tests == "fortran":  # Fortran over the standard ABI: mpif
+        fortran, settings = " +fortran ^mpif", _standard_fortran()
     return host_builds.HostBuilds(
         f"{PACKAGE} tests={tests}{abi}{fortran}",
         RECIPE,
@@ -43,7 +49,23 @@ def builds(tests: str, host: str) -> host_builds.HostBuilds:
         complete=_installed,
         hosts=(host,),
         fill_sources=lambda env: bench_sources.fill(env, git_sources.local_mirror()),
+        **settings,
     )
+
+
+def _standard_fortran() -> dict:
+    """The settings of the standard ABI's Fortran build: mpif's mpifort over MPICH 5.0.2's
+    libmpi_abi (its overlay's `+abi`), as the MPI-5 image builds its Fortran programs, by
+    the host's gfortran: in the image, the image's libmpif.so.1 serves them."""
+    abi = "mpich@5.0.2 +abi device=ch4 netmod=ofi ~fortran +wrapperrpath +romio"
+    prefix = str(host_builds.HOSTS[STANDARD].prefix())
+    return {
+        "repos": {"climstack_mpi_abi": str(ABI_REPO)},
+        "packages": {
+            "mpi": {"require": ["mpif"]},
+            "mpich": {"externals": [{"spec": abi, "prefix": prefix}], "buildable": False},
+        },
+    }
 
 
 def prefixes(tests: str = "smoke", names=HOSTS) -> dict[str, Path]:

@@ -15,7 +15,7 @@ image's mpi-probe: the suite's programs are bound in, not the image's):
 """
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from climstack.bench.abi import abi, abi_hosts
@@ -38,6 +38,8 @@ MPICH_ABI_HOSTS = {
 #: the host MPIs of the standard ABI (abi_hosts: their own, or through mpi_abi_wrapper)
 STANDARD_ABI_HOSTS = ("mpich", "intel-2021.19", "openmpi", *abi_hosts.WRAPPED)
 HOSTS = tuple(dict.fromkeys([*MPICH_ABI_HOSTS, *STANDARD_ABI_HOSTS]))
+#: the image's libraries, last on its LD_LIBRARY_PATH (the recipes' %environment)
+IMAGE_LIBRARIES = f"{abi.VIEW}/lib"
 
 
 @dataclass(frozen=True)
@@ -54,10 +56,11 @@ class Lane:
 
 
 def hosts_of(route: str, tests: str = "smoke") -> tuple[str, ...]:
-    """The hosts with a lane on `route` for the slice `tests`: the Fortran slice runs where
-    the suite's build has the MPI's own Fortran side (suite_builds.FORTRAN)."""
-    if ABI[route] != "mpich":  # the standard ABI's Fortran is mpif's: not built here
-        return () if tests == "fortran" else STANDARD_ABI_HOSTS
+    """The hosts with a lane on `route` for the slice `tests`: the MPICH ABI's Fortran slice
+    runs where the suite's build has the MPI's own Fortran side (suite_builds.FORTRAN), the
+    standard ABI's (mpif's) on every host of that ABI."""
+    if ABI[route] != "mpich":  # its Fortran is mpif's, the same on every host
+        return STANDARD_ABI_HOSTS
     if tests == "fortran":
         return tuple(h for h, build in MPICH_ABI_HOSTS.items() if build in suite_builds.FORTRAN)
     return tuple(MPICH_ABI_HOSTS)
@@ -97,7 +100,11 @@ def lane(host_name: str, route: str, tests: str, out: Path, image: Path | None,
     if route in NATIVE_OF:  # in the image, through the host's bind plan for that ABI
         made = abi.host_plan(host, out / "plans", image, kind=ABI[route])
         gate.require(made, image, [abi.PROBE], model_only, "bench suite", fix="climstack verify")
-        wrapper = runtimes.get(abi.RUNTIME).job_lines(made, str(image), [], here=True)[1]
+        # and the image's view after the plan's links, as the image's %environment puts it
+        # under Apptainer (ch-run does not read it): a program built outside the image (the
+        # Fortran tests of the standard ABI) takes the image's libmpif.so.1 from there
+        in_image = replace(made, library_path=[*made.library_path, IMAGE_LIBRARIES])
+        wrapper = runtimes.get(abi.RUNTIME).job_lines(in_image, str(image), [], here=True)[1]
         return Lane(host_name, route, host.title, suite, launcher(host), env, wrapper)
     env["LD_LIBRARY_PATH"] = str(native_libraries(host, route, out))
     if host.wrapper:

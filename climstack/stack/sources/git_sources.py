@@ -125,20 +125,17 @@ class GitRelease:
         return url.endswith(self.url_tail or f"/{self.tag}.tar.gz")
 
 
-GIT_RELEASES = (
-    GitRelease("adios2", "2.10.2", "v2.10.2", "ADIOS2-2.10.2/"),
-    # the wrapper around the compilers that every Spack build runs: builtin's recipe
-    # downloads it as a GitHub release asset since spack-packages 2026 (bin/setup places it)
-    GitRelease(
-        "compiler-wrapper",
-        "1.1.0",
-        "v1.1.0",
-        "compiler-wrapper-1.1.0/",
-        url_tail="/v1.1.0/compiler-wrapper-1.1.0.tar.gz",
-        sha256="a07b35081d14b0729090bc1e5790a5dda2d5b997e064c62da39a1224ee249b2a",
-    ),
+#: the wrapper around the compilers that every Spack build runs: builtin's recipe downloads
+#: it as a GitHub release asset since spack-packages 2026 (bin/setup places it)
+COMPILER_WRAPPER = GitRelease(
+    "compiler-wrapper",
+    "1.1.0",
+    "v1.1.0",
+    "compiler-wrapper-1.1.0/",
+    url_tail="/v1.1.0/compiler-wrapper-1.1.0.tar.gz",
+    sha256="a07b35081d14b0729090bc1e5790a5dda2d5b997e064c62da39a1224ee249b2a",
 )
-COMPILER_WRAPPER = GIT_RELEASES[1]
+GIT_RELEASES = (GitRelease("adios2", "2.10.2", "v2.10.2", "ADIOS2-2.10.2/"), COMPILER_WRAPPER)
 
 
 def source_of(package: str) -> GitSource:

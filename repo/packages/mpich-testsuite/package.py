@@ -48,7 +48,9 @@ class MpichTestsuite(AutotoolsPackage):
     `<prefix>/runtests -srcdir=<prefix> -tests=testlist -mpiexec=...`.
 
     `+fortran` builds the Fortran tests too (f77 and f90), by the MPI's own mpif77 and
-    mpifort: a bind plan swaps the MPI's Fortran library (libmpifort) as well. Left out:
+    mpifort: a bind plan swaps the MPI's Fortran library (libmpifort) as well. For the
+    standard ABI (`abi=standard +fortran ^mpif`), by mpif's mpifort: libmpif.so.1 over the
+    C ABI alone, which the MPI-5 image carries. Left out:
     C++, ROMIO's I/O tests,
     dynamic processes (spawn: no container route starts new ranks), fault tolerance and
     the generated datatype pools (dtpools: thousands of variants of the datatype tests)."""
@@ -89,7 +91,8 @@ class MpichTestsuite(AutotoolsPackage):
     variant(
         "fortran",
         default=False,
-        description="the Fortran tests too (f77, f90), by the MPI's mpif77 and mpifort",
+        description="the Fortran tests too (f77, f90), by the MPI's mpif77 and mpifort "
+        "(mpif's mpifort for abi=standard)",
     )
 
     depends_on("c", type="build")
@@ -98,8 +101,10 @@ class MpichTestsuite(AutotoolsPackage):
     # MPICH 5 is the first MPICH with the standard ABI's mpi.h and mpicc_abi
     conflicts("abi=standard", when="^mpich@:4", msg="the MPI-5 standard ABI needs MPICH 5")
     conflicts("tests=fortran", when="~fortran", msg="the Fortran slice needs +fortran")
-    # the standard ABI's Fortran is mpif's (libmpif.so.1 over the C ABI), not the MPI's own
-    conflicts("+fortran", when="abi=standard", msg="the standard ABI has no MPI Fortran here")
+    # the standard ABI's Fortran is mpif's (libmpif.so.1 over the C ABI): then `mpi` is mpif,
+    # over the MPICH whose mpicc_abi compiles the C tests
+    requires("^mpif", when="+fortran abi=standard", msg="the standard ABI's Fortran is mpif's "
+             "(site/container-mpi-abi's recipe)")  # fmt: skip
     depends_on("perl", type="run")  # runtests
 
     configure_directory = "test/mpi"
@@ -130,8 +135,8 @@ class MpichTestsuite(AutotoolsPackage):
         return ["--enable-fortran=f77,f90", f"MPIF77={mpi.mpif77}", f"MPIFC={mpi.mpifc}"]
 
     @property
-    def _mpicc_abi(self):
-        return join_path(self.spec["mpi"].prefix.bin, "mpicc_abi")
+    def _mpicc_abi(self):  # MPICH's, also under mpif (which provides `mpi` over it)
+        return join_path(self.spec["mpich"].prefix.bin, "mpicc_abi")
 
     def setup_build_environment(self, env):
         if self.spec.satisfies("abi=standard"):  # over what the MPI's package set
