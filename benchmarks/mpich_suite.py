@@ -6,7 +6,8 @@ other hosts. Lanes (host MPI: routes):
   standard-ABI image and its native baseline;
 - MPICH 5.0.2, whose own standard ABI is the native baseline of the rest;
 - Debian's MPICH 4.0.2, the one host MPI here with a Fortran side: every Fortran test
-  (f77, f90), natively and through the bind plan.
+  (f77, f90), natively and through the bind plan; and every Fortran test over the standard
+  ABI through mpif, on every host of that ABI, natively and in its image.
 Each shard's report is kept; then one report of all shards (`bench suite --report`), the
 tests that pass natively and fail in the image first. Exit 1 while a lane has a failure
 not on the expected lists (climstack/bench/suite/expected.yaml) or a listed test passes.
@@ -63,6 +64,10 @@ def main() -> int:
     fortran = [CLIMSTACK, "bench", "suite", "--tests", "fortran", "--hosts", FORTRAN,
                "--routes", "native,bind", "--out", out / "fortran"]  # fmt: skip
     worst = max(worst, subprocess.run(fortran).returncode)
+    print("==> every Fortran test over the standard ABI (mpif), every host", flush=True)
+    mpif = [CLIMSTACK, "bench", "suite", "--tests", "fortran", "--routes",
+            "native-abi,bind-abi", "--out", out / "fortran-abi"]  # fmt: skip
+    worst = max(worst, subprocess.run(mpif).returncode)
     for hosts, shards in records.items():
         print(f"==> the whole suite on {hosts}", flush=True)
         subprocess.run([CLIMSTACK, "bench", "suite", "--report", *shards])

@@ -18,6 +18,9 @@ from climstack.errors import ClimstackError
 TIMEOUT = 60
 MAX_RANKS = 4  # a 2-core workstation: tests of more ranks are left out of a run, counted
 
+#: how much of each end of a failure's output a record keeps (suite.json)
+KEPT_ENDS = 1000
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -132,5 +135,14 @@ def read_junit(path: Path) -> list[Outcome]:
         failure = case.find("failure")
         output = "" if failure is None else (failure.text or failure.get("message", ""))
         seconds = float(case.get("time") or 0)
-        outcomes.append(Outcome(" ".join(name.split()), failure is None, seconds, output))
+        outcomes.append(Outcome(" ".join(name.split()), failure is None, seconds, kept(output)))
     return outcomes
+
+
+def kept(output: str, ends: int = KEPT_ENDS) -> str:
+    """A failure's output as a record keeps it: its first and last `ends` characters (the
+    error and the runner's verdict); the whole stays in the run's JUnit file."""
+    if len(output) <= 2 * ends:
+        return output
+    left_out = f"[... {len(output) - 2 * ends} characters left out ...]"
+    return f"{output[:ends]}\n{left_out}\n{output[-ends:]}"
