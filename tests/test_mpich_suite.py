@@ -8,6 +8,7 @@ failures; and a route that loses the plan is caught test by test."""
 import json
 import re
 import subprocess
+from dataclasses import replace
 
 import pytest
 from conftest import PROJECT_ROOT
@@ -194,6 +195,15 @@ def test_expected_failures_are_gated_both_ways(tmp_path):
     assert not judged.unexplained([native, bind])
     unnamed = judged.Lane(HOST, "bind", bind.outcomes, {})
     assert judged.unexplained([native, unnamed]) == [(HOST, "bind", "pt2pt/irsendf90 2")]
+    # a stop at the time limit in the image is the machine's if the native run was already
+    # near it (3 or 4 ranks on 2 cores), a hang of ours if it was quick
+    stopped = Outcome("rma/get_accumulate_double_derived 4", False, 60.4,
+                      "[mpiexec@vm] APPLICATION TIMED OUT, TIMEOUT = 60s")  # fmt: skip
+    for seconds, cause in ((59.3, "at its time limit: natively 59.3 s of 60 s"), (9.0, "")):
+        slow = judged.Lane(HOST, "native", [replace(stopped, passed=True, seconds=seconds)], {})
+        image = judged.Lane(HOST, "bind", [stopped], {})
+        assert judged.causes([slow, image]) == {(HOST, "bind", stopped.test): cause}
+    assert judged.time_limit("comm/ctxsplit 4 timeLimit=300") == 300
     lists = tmp_path / "expected.yaml"
     lists.write_text("debian-mpich:\n  bind:\n    rma/test1 2: ''\n")
     with pytest.raises(ClimstackError, match="without a reason"):

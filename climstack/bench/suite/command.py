@@ -151,13 +151,11 @@ def report_of(paths: list[Path]) -> int:
 
 def markdown(lanes: list[judged.Lane], tests: str) -> str:
     lines = [f"# MPICH's test suite ({tests}): {suite_builds.PACKAGE}", ""]
-    only = judged.container_only(lanes)
-    listed = {(lane.host, lane.route): lane.expected for lane in lanes}
+    only = judged.causes(lanes)
     lines += ["## Container-only failures (pass natively, fail in the image)", ""]
     lines += [
-        f"- {host}, {route}: `{test}`"
-        + (f" (named: {why})" if (why := judged.reason(test, listed[(host, route)])) else "")
-        for host, route, test in only
+        f"- {host}, {route}: `{test}`" + (f" (named: {why})" if why else " (no named cause)")
+        for (host, route, test), why in only.items()
     ] or ["none", ""]
     if only:
         lines.append("")
