@@ -9,6 +9,8 @@ every MPI of that ABI runs."""
 
 from pathlib import Path
 
+import yaml
+
 from climstack import pins
 from climstack.bench import host_builds
 from climstack.inputs.sites import SITES_DIR
@@ -57,7 +59,8 @@ def _standard_fortran() -> dict:
     """The settings of the standard ABI's Fortran build: mpif's mpifort over MPICH 5.0.2's
     libmpi_abi (its overlay's `+abi`), as the MPI-5 image builds its Fortran programs, by
     the host's gfortran: in the image, the image's libmpif.so.1 serves them."""
-    abi = "mpich@5.0.2 +abi device=ch4 netmod=ofi ~fortran +wrapperrpath +romio"
+    image = yaml.safe_load((ABI_REPO.parent / "packages.yaml").read_text())["packages"]
+    abi = image["mpich"]["externals"][0]["spec"]  # the image's MPICH, declared once
     prefix = str(host_builds.HOSTS[STANDARD].prefix())
     return {
         "repos": {"climstack_mpi_abi": str(ABI_REPO)},
