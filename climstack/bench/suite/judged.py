@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from climstack.bench.suite.suite_run import TIMEOUT, Outcome
+from climstack.bench.suite.suite_run import Outcome, time_limit
 from climstack.errors import ClimstackError
 
 EXPECTED = Path(__file__).with_name("expected.yaml")
@@ -116,12 +116,6 @@ def causes(lanes: list[Lane]) -> dict[tuple[str, str, str], str]:
 def unexplained(lanes: list[Lane]) -> list[tuple[str, str, str]]:
     """The container-only failures without a named cause: defects of ours."""
     return [where for where, cause in causes(lanes).items() if not cause]
-
-
-def time_limit(test: str) -> int:
-    """The seconds runtests gives `test`: its testlist's timeLimit=, else TIMEOUT."""
-    given = [word.split("=", 1)[1] for word in test.split() if word.startswith("timeLimit=")]
-    return int(given[0]) if given else TIMEOUT
 
 
 def _container_only(lanes: list[Lane]) -> list[tuple[Lane, str, Outcome]]:

@@ -31,8 +31,16 @@ class Outcome:
 
     @property
     def timed_out(self) -> bool:
-        """Stopped at its time limit by the launcher (Hydra's words), not a wrong result."""
-        return "APPLICATION TIMED OUT" in self.output
+        """Stopped at its time limit by the launcher, not a wrong result: in Hydra's words,
+        or, where its words were lost with the killed ranks, failed at the limit."""
+        stopped = not self.passed and self.seconds >= time_limit(self.test)
+        return "APPLICATION TIMED OUT" in self.output or stopped
+
+
+def time_limit(test: str) -> int:
+    """The seconds runtests gives `test`: its testlist's timeLimit=, else TIMEOUT."""
+    given = [word.split("=", 1)[1] for word in test.split() if word.startswith("timeLimit=")]
+    return int(given[0]) if given else TIMEOUT
 
 
 @dataclass(frozen=True)
