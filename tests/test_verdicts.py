@@ -232,6 +232,11 @@ def test_bench_local_refuses_bad_input_before_any_work(tmp_path):
     assert proc.returncode == 2 and "holds an earlier run's results" in proc.stderr
     assert "--force" in proc.stderr and "--resume" in proc.stderr
     assert (old / "raw" / "osu_latency.native.r1.out").read_text() == "an earlier run\n"
+    # a command without --resume does not offer it (bench suite's fix named it, and the
+    # rerun it advised failed on an unknown argument)
+    proc = climstack("bench", "suite", "--out", old)
+    assert proc.returncode == 2 and "holds an earlier run's results" in proc.stderr
+    assert "--force" in proc.stderr and "--resume" not in proc.stderr
 
 
 def test_exit_codes_are_one_table():

@@ -50,7 +50,8 @@ def checked_inputs(args) -> None:
 
 def fresh_out(args) -> Path:
     """The report directory: a new one by default; a given one must be empty, unless
-    --force (it is emptied: `empty_out`) or --resume (its runs kept, the rest run)."""
+    --force (it is emptied: `empty_out`) or --resume (its runs kept, the rest run), where
+    the command has it (those without set `resume=None`)."""
     out = Path(args.out or pins.cache_dir() / "bench" / time.strftime("local-%Y%m%d-%H%M%S"))
     if out.exists() and not out.is_dir():
         raise ClimstackError(f"--out {out}: not a directory", fix="name a new directory")
@@ -58,8 +59,8 @@ def fresh_out(args) -> Path:
         raise ClimstackError(
             f"--out {out} holds an earlier run's results, which would be reported as this "
             "run's",
-            fix="name a new directory, or add --force (empty it first) or --resume (keep "
-            "its runs, run the rest)",
+            fix="name a new directory, or add --force (empty it first)"
+            + (" or --resume (keep its runs, run the rest)" if args.resume is not None else ""),
         )
     return out
 
@@ -310,7 +311,7 @@ def register(commands) -> None:
     mpi5.add_argument(
         "--report", metavar="ABI_JSON", help="print the tables of a run's abi.json, run nothing"
     )
-    mpi5.set_defaults(run=lambda args: run_abi(args, fresh_out), resume=False)
+    mpi5.set_defaults(run=lambda args: run_abi(args, fresh_out), resume=None)
     suite_command.add_parser(actions, fresh_out)
     scale_command.add_parser(actions, fresh_out)
     rep = actions.add_parser("report", help="tables and plots from raw outputs")

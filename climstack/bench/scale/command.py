@@ -99,4 +99,4 @@ def add_parser(subparsers, fresh_out) -> None:
     scale.add_argument("--force", action="store_true", help="replace --out if it exists")
     scale.add_argument("--report", metavar="RUNS_JSONL",
                        help="print the report of a run's runs.jsonl, run nothing")  # fmt: skip
-    scale.set_defaults(run=lambda args: run_scale(args, fresh_out), resume=False)
+    scale.set_defaults(run=lambda args: run_scale(args, fresh_out), resume=None)

@@ -220,5 +220,5 @@ def add_parser(subparsers, fresh_out) -> None:
     )
     suite.set_defaults(
         run=lambda args: report_of(args.report) if args.report else run_suite(args, fresh_out),
-        resume=False,
+        resume=None,
     )
