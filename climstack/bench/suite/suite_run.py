@@ -6,6 +6,7 @@ of a job step, the test's directory bound in and the rank started there). Its JU
 read back: test -> passed, or the failure's output."""
 
 import os
+import re
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -134,11 +135,19 @@ def named(outcomes: list[Outcome], lines: list[str]) -> list[Outcome]:
     return found
 
 
+#: what XML 1.0 cannot hold, which runtests copies from a test's output into its JUnit
+#: file as it is (Open MPI's abort message ends in a NUL)
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
 def read_junit(path: Path) -> list[Outcome]:
     """The outcomes runtests' JUnit file records (its test names: `N - ./dir/program ranks
-    args`, read as `dir/program ranks args`)."""
+    args`, read as `dir/program ranks args`); a character XML cannot hold is read as its
+    escape (`\\x00`)."""
+    text = path.read_text(errors="backslashreplace")
+    text = NOT_XML.sub(lambda m: m.group().encode("unicode_escape").decode(), text)
     outcomes = []
-    for case in ElementTree.parse(path).iter("testcase"):
+    for case in ElementTree.fromstring(text).iter("testcase"):
         name = case.get("name", "").split(" - ", 1)[-1].strip().removeprefix("./")
         failure = case.find("failure")
         output = "" if failure is None else (failure.text or failure.get("message", ""))
