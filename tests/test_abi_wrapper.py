@@ -15,7 +15,7 @@ import pytest
 
 import slurm_cluster
 from climstack.bench.abi import abi, abi_hosts, abi_report, wrapper_builds
-from climstack.bind import abi_wrapper, loader
+from climstack.bind import abi_wrapper, loader, stages
 from climstack.bind import plan as plans
 from climstack.check import verdict, verify, wrapper_check
 from climstack.common import wheels
@@ -208,6 +208,29 @@ def test_the_image_runs_the_probe_and_osu_on_each_host(abi_image, hosts, tmp_pat
             made, host, abi_image, [abi.image_program("osu_latency"), "-m", "8:8"]
         )
         assert abi._by_size(latency, "osu_latency")[0][8] > 0
+
+
+def test_open_mpi_prints_its_own_error_messages_in_the_image(abi_image, hosts, tmp_path):
+    """Open MPI reads its help texts (and the site's MCA parameter files) under its prefix
+    at run time: the plan binds them at their own paths (stages.OPEN_MPI_DATA), so a rank
+    that fails in MPI_Init says why. The control: the same plan without those binds prints
+    only "Sorry!  You were supposed to get help about ... No such file"."""
+    host = hosts["openmpi-5"]
+    made = abi.host_plan(host, tmp_path / "plan", abi_image)
+    data = {f"{host.prefix}/{d}" for d in stages.OPEN_MPI_DATA}
+    assert data <= {target for _, target in made.binds}, made.binds
+    without = dataclasses.replace(made, binds=[b for b in made.binds if b[1] not in data])
+    environ = {**host.environment, "OMPI_MCA_pml": "no-such-pml"}  # MPI_Init fails
+
+    def failed(plan) -> str:
+        run = abi.command(plan, host, abi_image, [PROBE], ranks=1)
+        done = subprocess.run(run, env=environ, capture_output=True, text=True, timeout=300)
+        assert done.returncode != 0, done.stdout
+        return done.stdout + done.stderr
+
+    told = failed(made)
+    assert "A requested component was not found" in told and "no-such-pml" in told, told
+    assert "You were supposed to get help about" in failed(without)
 
 
 def test_the_image_runs_as_a_slurm_step_on_mpich_3_4_3(abi_image, hosts, tmp_path):

@@ -3,6 +3,7 @@ the stages before it returned, returning its own frozen part; `plan.make_plan` r
 in order and assembles the plan. Nothing here mutates what it is given.
 
 roots -> search path -> closures (+ plugins) -> bound directories -> links -> site extras
+(+ the data an Open MPI host reads beside its libraries)
 """
 
 import os
@@ -20,6 +21,10 @@ LINKS_DIR = "/opt/climstack/bind/lib"
 HOST_SIDE = "/opt/climstack/host"
 #: host directories never bound at their own path: they would hide the image's
 SYSTEM_TOPS = {"usr", "lib", "lib64", "lib32", "bin", "sbin", "etc"}
+#: what Open MPI reads at run time under its prefix beside its libraries: the help texts
+#: (its own, PMIx's, PRRTE's) and the site's MCA parameter files
+OPEN_MPI_DATA = ("share/openmpi", "share/pmix", "share/prte", "etc")
+OPEN_MPI_LIBRARY = "libmpi.so.40"
 
 
 @dataclass(frozen=True)
@@ -64,13 +69,14 @@ class Roots:
     families: Mapping[str, dict] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)  # what the MPI's libraries need
+    data: tuple[tuple[str, str], ...] = ()  # (host, container) dirs the MPI reads at run time
 
 
 def roots(request: Request) -> Roots:
     """The host MPI (bind), libfabric (fabric), the families and site.yaml's libraries."""
     paths: dict[str, str] = {}
     rules: dict[str, str] = {}
-    mpi, found, warnings, mpi_prefix, env = {}, {}, [], "", {}
+    mpi, found, warnings, mpi_prefix, env, data = {}, {}, [], "", {}, ()
     if request.mode == "bind":
         host = discover.discover(
             request.view,
@@ -92,6 +98,7 @@ def roots(request: Request) -> Roots:
             env[abi_wrapper.VARIABLE] = f"{LINKS_DIR}/{abi_wrapper.BACK}"
         paths.update(host.libraries)
         mpi_prefix = host.prefix
+        data = mpi_data(request.view, host)
     elif request.mode == "fabric":
         paths["libfabric.so.1"] = discover.find_fabric(
             request.view, request.site, request.fabric_prefix
@@ -109,7 +116,20 @@ def roots(request: Request) -> Roots:
             warnings.append(warning)
     for name in request.config[f"{request.mode}_libraries"]:  # resolved like DT_NEEDED
         paths.setdefault(name, name)
-    return Roots(paths, rules, mpi, found, tuple(warnings), env)
+    return Roots(paths, rules, mpi, found, tuple(warnings), env, data)
+
+
+def mpi_data(view: loader.View, host: discover.HostMpi) -> tuple[tuple[str, str], ...]:
+    """An Open MPI host's OPEN_MPI_DATA (direct or under mpi_abi_wrapper), bound at their own
+    paths as its libraries are, so OPAL_PREFIX finds them in the container too: without
+    them an error prints "Sorry! You were supposed to get help" instead of its message, and
+    the site's etc/openmpi-mca-params.conf is not read. Not for a prefix in a system
+    directory (Debian's /usr), whose data would hide the image's own."""
+    prefix = PurePosixPath(host.prefix)
+    if OPEN_MPI_LIBRARY not in host.libraries or container_path(prefix) != str(prefix):
+        return ()
+    found = {str(prefix / d): view.resolve(prefix / d) for d in OPEN_MPI_DATA}
+    return tuple((str(hit[1]), path) for path, hit in found.items() if hit)
 
 
 def search_path(request: Request, roots: Roots) -> tuple[str, ...]:
